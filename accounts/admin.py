@@ -1,0 +1,91 @@
+"""Admin for tenants, memberships and API tokens (superusers and tenant admins)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from accounts.models import ApiToken, Membership, Role, Tenant
+from accounts.selectors import membership_role
+from accounts.services import api_token_create, api_token_revoke
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    raw_id_fields = ["user"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+    inlines = [MembershipInline]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+    list_select_related = ["user", "tenant"]
+    raw_id_fields = ["user"]
+    search_fields = ["user__username", "tenant__slug"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+
+class ApiTokenForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["tenant", "owner", "role", "name"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        tenant, owner, role = data.get("tenant"), data.get("owner"), data.get("role")
+        if tenant and owner and role:
+            held = membership_role(user=owner, tenant=tenant)
+            if held is None or Role.rank(held) < Role.rank(role):
+                raise forms.ValidationError(
+                    f"{owner} is not a {role} of tenant {tenant}; a token cannot carry more rights than its owner."
+                )
+        return data
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    form = ApiTokenForm
+    list_display = ["prefix", "name", "tenant", "owner", "role", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["role", "tenant"]
+    list_select_related = ["tenant", "owner"]
+    raw_id_fields = ["owner"]
+    readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
+    fields = ["tenant", "owner", "role", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke_selected"]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return obj is None and super().has_change_permission(request)  # tokens are immutable; revoke instead
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        token, secret = api_token_create(tenant=obj.tenant, owner=obj.owner, role=obj.role, name=obj.name)
+        obj.pk = token.pk
+        obj.prefix, obj.digest = token.prefix, token.digest
+        self.message_user(
+            request, f"Token created. Copy it now, it will not be shown again: {secret}", level=messages.WARNING
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset:
+            api_token_revoke(token=token)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).")

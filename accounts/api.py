@@ -1,0 +1,86 @@
+"""REST endpoints for accounts: who am I, and token management for tenant admins."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.access import get_for_tenant, resolve_tenant_context
+from accounts.models import ApiToken, Role
+from accounts.permissions import IsTenantAdmin, IsTenantReader
+from accounts.services import api_token_create, api_token_revoke
+
+
+class MeApi(APIView):
+    permission_classes = [IsTenantReader]
+
+    class OutputSerializer(serializers.Serializer):
+        username = serializers.CharField(allow_null=True)
+        tenant = serializers.CharField()
+        role = serializers.ChoiceField(choices=Role.choices)
+        auth = serializers.ChoiceField(choices=["token", "session", "none"])
+
+    @extend_schema(responses=OutputSerializer, summary="The caller, its tenant and role")
+    def get(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        auth = "token" if ctx.token else ("session" if ctx.user.is_authenticated else "none")
+        data = {
+            "username": ctx.user.get_username() if ctx.user.is_authenticated else None,
+            "tenant": ctx.tenant.slug,
+            "role": ctx.role,
+            "auth": auth,
+        }
+        return Response(self.OutputSerializer(data).data)
+
+
+class TokenOutputSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    tenant = serializers.CharField(source="tenant.slug")
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "prefix", "role", "owner", "tenant", "created_at", "last_used_at", "revoked_at"]
+
+
+class TokenListApi(APIView):
+    permission_classes = [IsTenantAdmin]
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=100, required=False, default="")
+        role = serializers.ChoiceField(choices=Role.choices, default=Role.READER)
+        tenant = serializers.CharField(required=False)
+
+    @extend_schema(responses=TokenOutputSerializer(many=True), summary="The tenant's API tokens (admin)")
+    def get(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        tokens = ApiToken.objects.filter(tenant=ctx.tenant).select_related("owner", "tenant").order_by("-created_at")[:500]
+        return Response({"tokens": TokenOutputSerializer(tokens, many=True).data})
+
+    @extend_schema(request=InputSerializer, responses={201: TokenOutputSerializer}, summary="Create a token for yourself (admin); the secret is shown once")
+    def post(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        # An admin cannot mint a token above their own effective role (a reader token stays a reader).
+        if Role.rank(data.validated_data["role"]) > Role.rank(ctx.role):
+            raise serializers.ValidationError({"role": [f"Cannot exceed your own role ({ctx.role})."]})
+        token, secret = api_token_create(
+            tenant=ctx.tenant, owner=ctx.user, role=data.validated_data["role"], name=data.validated_data["name"]
+        )
+        body = dict(TokenOutputSerializer(token).data)
+        body["token"] = secret
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class TokenDetailApi(APIView):
+    permission_classes = [IsTenantAdmin]
+
+    @extend_schema(responses={204: None}, summary="Revoke a token of the tenant (admin)")
+    def delete(self, request: Request, token_id: int) -> Response:
+        ctx = resolve_tenant_context(request)
+        token = get_for_tenant(ApiToken.objects.all(), tenant=ctx.tenant, pk=token_id)
+        api_token_revoke(token=token)
+        return Response(status=status.HTTP_204_NO_CONTENT)

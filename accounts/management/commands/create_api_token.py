@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from accounts.models import Role
+from accounts.selectors import tenant_get
+from accounts.services import api_token_create, membership_ensure, user_ensure
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an API token and print only the token on stdout (so `TOKEN=$(...)` works). "
+        "Creates the user and the membership when missing; never lowers an existing role."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--tenant", required=True, help="Tenant slug (must exist; see create_tenant).")
+        parser.add_argument("--user", required=True, help="Owner's username.")
+        parser.add_argument("--role", default=Role.READER, choices=[r.value for r in Role])
+        parser.add_argument("--name", default="", help="A label to tell tokens apart.")
+
+    def handle(self, *args: Any, tenant: str, user: str, role: str, name: str, **options: Any) -> None:
+        found = tenant_get(slug=tenant)
+        if found is None:
+            raise CommandError(f"tenant {tenant!r} does not exist; create it with `manage.py create_tenant {tenant}`")
+        with transaction.atomic():
+            owner, created = user_ensure(username=user)
+            membership_ensure(user=owner, tenant=found, role=role)
+            _, secret = api_token_create(tenant=found, owner=owner, role=role, name=name)
+        if created:
+            self.stderr.write(f"created user {user}")
+        self.stdout.write(secret)

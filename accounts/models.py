@@ -1,0 +1,105 @@
+"""Tenants, who belongs to them, and the API tokens that act for them."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+# Tenant slugs appear in URLs, API bodies and chunk namespaces: keep them boring.
+TENANT_SLUG_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+
+
+class Role(models.TextChoices):
+    """Roles are ordered: each includes the rights of the ones before it."""
+
+    READER = "reader", "Reader"
+    EDITOR = "editor", "Editor"
+    ADMIN = "admin", "Admin"
+
+    @classmethod
+    def rank(cls, role: str) -> int:
+        return {cls.READER: 1, cls.EDITOR: 2, cls.ADMIN: 3}[cls(role)]
+
+    @classmethod
+    def lowest(cls, *roles: str) -> Role:
+        return cls(min(roles, key=cls.rank))
+
+
+class Tenant(models.Model):
+    """The namespace every document, chunk, session and token belongs to."""
+
+    slug = models.CharField(
+        max_length=64,
+        unique=True,
+        validators=[RegexValidator(TENANT_SLUG_RE, "Letters, digits, '-' and '_' only, at most 64, starting with a letter or digit.")],
+    )
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.READER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # One role per user and tenant; also the index for "is this user in that tenant".
+            models.UniqueConstraint(fields=["user", "tenant"], name="membership_user_tenant_unique"),
+        ]
+        indexes = [models.Index(fields=["tenant", "role"], name="membership_tenant_role")]  # admin: members of a tenant
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A bearer token acting for ``owner`` in one tenant, with at most ``role``.
+
+    Only a SHA-256 digest of the secret is stored (the secret has 256 bits of
+    entropy, so a slow password hash buys nothing); ``prefix`` lets people tell
+    their tokens apart without the secret.
+    """
+
+    PREFIX = "qry_"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_tokens")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.READER)
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, editable=False)
+    digest = models.CharField(max_length=64, unique=True, editable=False)  # the lookup on every API call
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "owner"], name="apitoken_tenant_owner")]  # admin lists
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.tenant}, {self.role})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        return hashlib.sha256(secret.encode("utf-8")).hexdigest()

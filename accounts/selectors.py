@@ -1,0 +1,41 @@
+"""Reads for accounts. Every function that touches tenant data takes the tenant."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from accounts.models import ApiToken, Membership, Role, Tenant
+
+
+def tenant_get(*, slug: str) -> Tenant | None:
+    return Tenant.objects.filter(slug=slug).first()
+
+
+def membership_role(*, user: AbstractBaseUser | AnonymousUser, tenant: Tenant) -> Role | None:
+    """The user's role in ``tenant``; superusers are admins of every tenant."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    role = Membership.objects.filter(user=user, tenant=tenant).values_list("role", flat=True).first()
+    return Role(role) if role else None
+
+
+def tenants_for_user(*, user: AbstractBaseUser, min_role: Role = Role.READER) -> list[Tenant]:
+    """Tenants where ``user`` holds at least ``min_role`` (all tenants for superusers)."""
+    if getattr(user, "is_superuser", False):
+        return list(Tenant.objects.all())
+    allowed = [r for r in Role if Role.rank(r) >= Role.rank(min_role)]
+    return list(Tenant.objects.filter(memberships__user=user, memberships__role__in=allowed).distinct())
+
+
+def api_token_for_secret(*, secret: str) -> ApiToken | None:
+    """The active token whose secret this is, or None (unknown and revoked look alike)."""
+    if not secret.startswith(ApiToken.PREFIX) or len(secret) > 200:
+        return None
+    return (
+        ApiToken.objects.active()
+        .select_related("tenant", "owner")
+        .filter(digest=ApiToken.hash_secret(secret))
+        .first()
+    )

@@ -1,0 +1,104 @@
+"""Writes for accounts: tenants, memberships, API tokens."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from accounts.models import ApiToken, Membership, Role, Tenant
+
+
+def tenant_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
+    """Create the tenant unless it exists. Returns ``(tenant, created)``.
+
+    Raises ``ValidationError`` for a slug that is not a safe identifier.
+    """
+    existing = Tenant.objects.filter(slug=slug).first()
+    if existing is not None:
+        return existing, False
+    tenant = Tenant(slug=slug, name=name or slug)
+    tenant.full_clean()
+    tenant.save()
+    return tenant, True
+
+
+def user_ensure(*, username: str, email: str = "", password: str | None = None, superuser: bool = False) -> tuple[AbstractBaseUser, bool]:
+    """Return the user called ``username``, creating it when missing.
+
+    A new user without a password gets an unusable one (it can use tokens only).
+    An existing user is left as it is.
+    """
+    User = get_user_model()
+    user = User.objects.filter(username=username).first()
+    if user is not None:
+        return user, False
+    if superuser:
+        user = User.objects.create_superuser(username=username, email=email, password=password)
+    else:
+        user = User.objects.create_user(username=username, email=email, password=password)
+    return user, True
+
+
+@transaction.atomic
+def membership_set(*, user: AbstractBaseUser, tenant: Tenant, role: Role | str) -> Membership:
+    """Give ``user`` exactly ``role`` in ``tenant`` (creating or changing the membership)."""
+    role = Role(role)
+    membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+    return membership
+
+
+def membership_ensure(*, user: AbstractBaseUser, tenant: Tenant, role: Role | str) -> Membership:
+    """Make sure ``user`` holds at least ``role`` in ``tenant``; never lowers a role."""
+    role = Role(role)
+    membership = Membership.objects.filter(user=user, tenant=tenant).first()
+    if membership is None:
+        return membership_set(user=user, tenant=tenant, role=role)
+    if Role.rank(membership.role) < Role.rank(role):
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+def api_token_create(*, tenant: Tenant, owner: AbstractBaseUser, role: Role | str, name: str = "") -> tuple[ApiToken, str]:
+    """Create a token and return it with its secret, which is not stored and cannot be shown again.
+
+    Precondition: ``owner`` holds at least ``role`` in ``tenant`` (or is a superuser);
+    a token never carries more rights than its owner.
+    """
+    role = Role(role)
+    if not getattr(owner, "is_superuser", False):
+        held = Membership.objects.filter(user=owner, tenant=tenant).values_list("role", flat=True).first()
+        if held is None or Role.rank(held) < Role.rank(role):
+            raise ValidationError(f"{owner} is not a {role} of tenant {tenant.slug}; a token cannot carry more rights than its owner.")
+    secret = ApiToken.PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        tenant=tenant,
+        owner=owner,
+        role=role,
+        name=name,
+        prefix=secret[: len(ApiToken.PREFIX) + 8],
+        digest=ApiToken.hash_secret(secret),
+    )
+    return token, secret
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    """Revoke the token now; revoking twice keeps the first time."""
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=Now())
+    token.refresh_from_db(fields=["revoked_at"])
+
+
+def api_token_touch(*, token: ApiToken, every_seconds: int) -> None:
+    """Record that the token was used, at most once per ``every_seconds`` (reads stay cheap)."""
+    now = timezone.now()
+    if token.last_used_at is not None and now - token.last_used_at < timedelta(seconds=every_seconds):
+        return
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now

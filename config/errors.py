@@ -1,0 +1,88 @@
+"""One JSON error shape for the whole API.
+
+Every error body is ``{"error": <code>, "detail": <sentence>}``, plus ``"fields"``
+(``{field: [messages]}``) for validation errors, so a client can always show
+``detail`` and a form can always highlight ``fields``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from config.middleware import database_unavailable_response, is_database_unavailable
+
+logger = logging.getLogger(__name__)
+
+
+def _flatten(detail: Any) -> dict[str, list[str]]:
+    """DRF's nested ValidationError detail -> ``{"a.b": ["message", ...]}``."""
+    out: dict[str, list[str]] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and value and not all(isinstance(v, (str, exceptions.ErrorDetail)) for v in value):
+            for index, inner in enumerate(value):
+                walk(f"{prefix}[{index}]" if prefix else str(index), inner)
+        elif isinstance(value, list):
+            out.setdefault(prefix or "non_field_errors", []).extend(str(v) for v in value)
+        elif value not in (None, ""):
+            out.setdefault(prefix or "non_field_errors", []).append(str(value))
+
+    walk("", detail)
+    return out
+
+
+def _summary(fields: dict[str, list[str]]) -> str:
+    parts = []
+    for field, messages in fields.items():
+        joined = " ".join(messages)
+        parts.append(joined if field == "non_field_errors" else f"{field}: {joined}")
+    return "; ".join(parts) or "Invalid input."
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler producing the project's error shape."""
+    if isinstance(exc, DatabaseError) and is_database_unavailable(exc):
+        logger.error("database unavailable: %s", exc)
+        set_rollback()
+        plain = database_unavailable_response()
+        return Response(json.loads(plain.content), status=plain.status_code, headers={"Retry-After": plain["Retry-After"]})
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None  # a real bug: let Django log it and answer 500
+
+    headers: dict[str, str] = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
+    if getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _flatten(exc.detail)
+        body: dict[str, Any] = {"error": "invalid", "detail": _summary(fields), "fields": fields}
+    else:
+        detail = exc.detail
+        if isinstance(detail, dict):
+            message = str(detail.get("detail", detail))
+        elif isinstance(detail, list):
+            message = " ".join(str(d) for d in detail)
+        else:
+            message = str(detail)
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        body = {"error": code, "detail": message}
+    set_rollback()
+    return Response(body, status=exc.status_code, headers=headers)

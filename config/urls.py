@@ -1,0 +1,27 @@
+"""URL map. The JSON API lives under /v1/."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import TemplateView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from accounts import api as accounts_api
+from config import views
+
+api_v1 = [
+    path("me", accounts_api.MeApi.as_view(), name="me"),
+    path("tokens", accounts_api.TokenListApi.as_view(), name="tokens"),
+    path("tokens/<int:token_id>", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
+    path("schema", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
+    path("docs", SpectacularSwaggerView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="docs"),
+]
+
+urlpatterns = [
+    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+    path("v1/", include((api_v1, "v1"))),
+]

@@ -1,0 +1,90 @@
+"""The app starts on the embedded PostgreSQL by default and on DATABASE_URL when set."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.servers import ROOT, postgres_available
+
+SYSTEM_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+PROBE = (
+    "from django.db import connection; from django.conf import settings; connection.ensure_connection(); "
+    "print(settings.QUARRY_EMBEDDED_DATABASE, connection.settings_dict['HOST'], connection.pg_version // 10000)"
+)
+
+
+def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    full_env.update({"DEBUG": "1", **env})
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_without_database_url_the_embedded_server_is_used() -> None:
+    result = run_manage("shell", "--no-imports", "-c", PROBE)
+    assert result.returncode == 0, result.stderr
+    embedded, host, major = result.stdout.split()
+    assert embedded == "True"
+    assert host.startswith("/"), "connects over a Unix socket"
+    assert int(major) >= 18
+
+
+@pytest.mark.skipif(not postgres_available(SYSTEM_PG), reason="no PostgreSQL at 127.0.0.1:5432 (this machine kind provides one)")
+def test_with_database_url_that_server_is_used_and_migrates_without_pgvector() -> None:
+    name = f"quarry_startup_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(SYSTEM_PG, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+        migrate = run_manage("migrate", "--noinput", DATABASE_URL=url)
+        assert migrate.returncode == 0, migrate.stderr
+        probe = run_manage("shell", "--no-imports", "-c", PROBE, DATABASE_URL=url)
+        assert probe.returncode == 0, probe.stderr
+        assert probe.stdout.split() == ["False", "127.0.0.1", "15"]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM accounts_tenant").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (0,)
+    finally:
+        with psycopg.connect(SYSTEM_PG, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_embedded_server_has_pgvector_enabled_by_migration(db: None) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        assert cursor.fetchone() is not None
+
+
+def test_demo_setup_is_idempotent_and_prints_working_credentials(db: None) -> None:
+    import json
+
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.test import override_settings
+    from rest_framework.test import APIClient
+
+    from accounts.models import ApiToken
+
+    data_dir = ROOT / "var" / "test-demo" / uuid.uuid4().hex[:8]
+    with override_settings(QUARRY_DATA_DIR=data_dir):
+        call_command("demo_setup", "--quiet")
+        first = json.loads((data_dir / "demo.json").read_text())
+        call_command("demo_setup", "--quiet")
+        second = json.loads((data_dir / "demo.json").read_text())
+    assert first == second, "a second run reuses the same login and token"
+    assert oct((data_dir / "demo.json").stat().st_mode & 0o777) == "0o600"
+    assert ApiToken.objects.count() == 1
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {first['token']}")
+    assert client.get("/v1/me").json()["tenant"] == settings.QUARRY_DEFAULT_TENANT
+    assert APIClient().login(username=first["username"], password=first["password"])
