@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+import dj_database_url
+from django.conf import settings
+from django.db import connections
 
 import pytest
 from django.contrib.auth.models import User
@@ -10,6 +15,21 @@ from rest_framework.test import APIClient
 
 from accounts.models import Role, Tenant
 from tests.factories import make_member, make_tenant, make_token
+from tests.servers import postgres_available
+
+# The system PostgreSQL without pgvector (127.0.0.1:5432 on this machine kind):
+# the backend tests run against it too, as database alias "stock", so the
+# plain-SQL path is exercised exactly like the pgvector one.
+STOCK_DATABASE_URL = os.environ.get("QUARRY_STOCK_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+STOCK_AVAILABLE = postgres_available(STOCK_DATABASE_URL)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if STOCK_AVAILABLE:
+        # Django's ConnectionHandler already holds (and shares) settings.DATABASES with its
+        # defaults filled in; fill them for the new alias the same way before adding it.
+        stock = {**dj_database_url.parse(STOCK_DATABASE_URL), "TEST": {"NAME": "test_quarry_stock"}}
+        settings.DATABASES["stock"] = connections.configure_settings({"default": stock})["default"]
 
 
 @dataclass

@@ -1,0 +1,159 @@
+"""Documents, their chunks, and the audit trail. Every row carries its tenant."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Q
+
+# The text search configuration of every tsvector and tsquery. Changing it means
+# regenerating search_vector (a migration) and the term statistics.
+TEXT_SEARCH_CONFIG = "english"
+
+
+class DocumentStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    PROCESSING = "processing", "Processing"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class DocumentQuerySet(models.QuerySet["Document"]):
+    def for_tenant(self, tenant_id: int) -> DocumentQuerySet:
+        return self.filter(tenant_id=tenant_id)
+
+
+class Document(models.Model):
+    """One source document. ``external_id`` is the id the caller chose (unique per tenant).
+
+    ``version`` counts completed replacements; ``text`` and ``chunk_count`` always
+    describe the chunks currently stored (they change in the same transaction).
+    """
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="documents")
+    external_id = models.CharField(max_length=200)
+    title = models.CharField(max_length=1000, blank=True)
+    uri = models.CharField(max_length=2048, blank=True)
+    text = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True)
+    source_file = models.FileField(upload_to="uploads/%Y/%m/", blank=True, max_length=500)
+    source_name = models.CharField(max_length=255, blank=True)
+    status = models.CharField(max_length=16, choices=DocumentStatus.choices, default=DocumentStatus.QUEUED)
+    error = models.TextField(blank=True)
+    progress = models.FloatField(default=0.0)  # 0..1 while processing; 1 when ready
+    chunk_count = models.PositiveIntegerField(default=0)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DocumentQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # The caller's id is the key: lookups by (tenant, external_id) on every ingest and GET.
+            models.UniqueConstraint(fields=["tenant", "external_id"], name="document_tenant_external_id_unique"),
+            models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1), name="document_progress_0_1"),
+        ]
+        indexes = [
+            # Admin and API lists: a tenant's documents by status, newest first.
+            models.Index(fields=["tenant", "status", "-updated_at"], name="document_tenant_status"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.external_id
+
+
+class Chunk(models.Model):
+    """A searchable piece of a document: ``text == document.text[start_char:end_char]``."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    chunk_id = models.CharField(max_length=210)
+    ordinal = models.PositiveIntegerField()
+    text = models.TextField()
+    title = models.CharField(max_length=1000, blank=True)
+    uri = models.CharField(max_length=2048, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    start_char = models.PositiveIntegerField()
+    end_char = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    # double precision[], L2-normalized on write so cosine similarity is a dot product.
+    embedding = ArrayField(models.FloatField(), null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("title", "text", config=TEXT_SEARCH_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        constraints = [
+            # Fetch by id and the identity of a chunk across re-ingestion.
+            models.UniqueConstraint(fields=["tenant", "chunk_id"], name="chunk_tenant_chunk_id_unique"),
+        ]
+        indexes = [
+            # Replacement and deletion of one document's chunks.
+            models.Index(fields=["tenant", "document"], name="chunk_tenant_document"),
+            # Keyword matching (@@) before BM25 scoring.
+            GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
+            # Metadata filters: JSONB containment (@>).
+            GinIndex(fields=["metadata"], name="chunk_metadata_gin", opclasses=["jsonb_path_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.chunk_id
+
+
+class TermStat(models.Model):
+    """Document frequency of one lexeme among a tenant's chunks (BM25's IDF).
+
+    Maintained in the same transaction as every chunk insert and delete, so the
+    statistics a query sees always match the chunks it can see.
+    """
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    lexeme = models.TextField()
+    df = models.IntegerField()
+
+    class Meta:
+        constraints = [
+            # The IDF lookup of each query term, and the upsert key.
+            models.UniqueConstraint(fields=["tenant", "lexeme"], name="termstat_tenant_lexeme_unique"),
+        ]
+
+
+class CorpusStat(models.Model):
+    """Per-tenant chunk count and total token count (BM25's N and average length)."""
+
+    tenant = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    chunk_count = models.BigIntegerField(default=0)
+    token_count = models.BigIntegerField(default=0)
+
+
+class AuditTrigger(models.TextChoices):
+    USER = "user", "User"
+    AGENT = "agent", "Agent"
+
+
+class AuditEvent(models.Model):
+    """Who changed what in the knowledge base, and whether a person or the agent asked."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    actor = models.CharField(max_length=200, blank=True)
+    trigger = models.CharField(max_length=8, choices=AuditTrigger.choices)
+    action = models.CharField(max_length=32)
+    document_ids = ArrayField(models.CharField(max_length=200), default=list)
+    chunk_count = models.IntegerField(default=0)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-at"], name="auditevent_tenant_at")]  # newest events per tenant
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {len(self.document_ids)} document(s) by {self.actor or '?'} ({self.trigger})"

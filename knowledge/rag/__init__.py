@@ -1,0 +1,82 @@
+"""Quarry's typed, async RAG API (DESIGN section 4).
+
+    from knowledge import rag
+    async with rag.postgres(embedder=rag.default_embedder(), namespace="acme") as service:
+        await service.ingest([rag.RAGDocument("faq", "Quarry is a knowledge base.")])
+        hits = await service.search("what is quarry?")
+"""
+
+from __future__ import annotations
+
+from knowledge.rag.chunking import FixedSizeChunker
+from knowledge.rag.errors import (
+    BackendContractError,
+    CapacityError,
+    ConfigurationError,
+    EmbedderError,
+    NamespaceNotFound,
+    RAGError,
+    RAGTypeError,
+    RAGValidationError,
+)
+from knowledge.rag.service import Namespace, RAGService
+from knowledge.rag.types import (
+    Chunker,
+    Embedder,
+    RAGBackend,
+    RAGChunk,
+    RAGDocument,
+    RAGHit,
+    RAGQuery,
+    SearchMode,
+)
+
+__all__ = [
+    "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "Embedder", "EmbedderError",
+    "FixedSizeChunker", "NamespaceNotFound", "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit",
+    "RAGQuery", "RAGService", "RAGTypeError", "RAGValidationError", "SearchMode", "memory", "postgres", "service",
+]
+
+
+def service(
+    backend: RAGBackend,
+    embedder: Embedder | None = None,
+    chunker: Chunker | None = None,
+    *,
+    namespace: Namespace,
+    rrf_k: int = 60,
+    rerank: bool = False,
+) -> RAGService:
+    """A service over any backend."""
+    return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+
+
+def postgres(
+    embedder: Embedder | None = None,
+    chunker: Chunker | None = None,
+    *,
+    namespace: Namespace,
+    using: str = "default",
+    rrf_k: int = 60,
+    rerank: bool = False,
+) -> RAGService:
+    """A service over the Django-model backend; the namespace is a tenant slug."""
+    # Imported here: the Postgres backend needs Django set up, the memory backend does not.
+    from knowledge.rag.backends.postgres import PostgresBackend
+
+    return service(PostgresBackend(using), embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+
+
+def memory(
+    embedder: Embedder | None = None,
+    chunker: Chunker | None = None,
+    *,
+    namespace: Namespace,
+    max_chunks: int = 100_000,
+    rrf_k: int = 60,
+    rerank: bool = False,
+) -> RAGService:
+    """A service over a bounded, process-local backend (tests, demos)."""
+    from knowledge.rag.backends.memory import MemoryBackend
+
+    return service(MemoryBackend(max_chunks), embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)

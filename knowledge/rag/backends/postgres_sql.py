@@ -1,0 +1,226 @@
+"""SQL of the PostgreSQL backend, kept apart from the Python that runs it.
+
+All values travel as parameters; the only things formatted into SQL text are
+integers we produced (vector dimensions) and fixed fragments.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from knowledge.models import TEXT_SEARCH_CONFIG
+from knowledge.rag.types import FilterValue
+
+# Okapi BM25 parameters. Tuned on SciFact's train split (see bench/ and the README).
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Candidates each leg hands to RRF in hybrid mode.
+HYBRID_DEPTH = 100
+HNSW_EF_SEARCH = 100
+
+
+def hnsw_index_name(dimension: int) -> str:
+    return f"chunk_embedding_hnsw_{int(dimension)}"
+
+
+def create_hnsw_index_sql(dimension: int) -> str:
+    d = int(dimension)
+    return (
+        f"CREATE INDEX IF NOT EXISTS {hnsw_index_name(d)} ON knowledge_chunk "
+        f"USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE array_length(embedding, 1) = {d}"
+    )
+
+
+def drop_hnsw_index_sql(dimension: int) -> str:
+    return f"DROP INDEX IF EXISTS {hnsw_index_name(int(dimension))}"
+
+
+def filter_sql(filters: Mapping[str, FilterValue], alias: str = "c") -> tuple[str, list[object]]:
+    """``AND``-joined JSONB containment tests: equality in one ``@>``, membership as ``@> ANY``."""
+    clauses: list[str] = []
+    params: list[object] = []
+    equal = {k: v for k, v in filters.items() if not isinstance(v, tuple)}
+    if equal:
+        clauses.append(f"{alias}.metadata @> %s::jsonb")
+        params.append(json.dumps(equal))
+    for name, members in filters.items():
+        if isinstance(members, tuple):
+            clauses.append(f"{alias}.metadata @> ANY(%s::jsonb[])")
+            params.append([json.dumps({name: m}) for m in members])
+    return ("".join(f" AND {c}" for c in clauses), params)
+
+
+_PHRASE = re.compile(r'"([^"]*)"')
+_NEGATED = re.compile(r'(?:^|\s)-(\w[\w\'-]*)')
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """Natural text split into what to rank by and what must (not) match.
+
+    Every positive word counts (OR), so a question matches what shares any term
+    and BM25 decides; ``"quoted phrases"`` must appear and ``-words`` must not,
+    as with websearch syntax. ``or`` is accepted and changes nothing (OR is the default).
+    """
+
+    positive: str
+    phrases: tuple[str, ...]
+    negated: tuple[str, ...]
+
+
+def parse_query(text: str) -> ParsedQuery:
+    phrases = tuple(p.strip() for p in _PHRASE.findall(text) if p.strip())
+    rest = _PHRASE.sub(" ", text)
+    negated = tuple(_NEGATED.findall(rest))
+    rest = _NEGATED.sub(" ", rest)
+    positive = " ".join([rest, *phrases])
+    return ParsedQuery(positive=positive, phrases=phrases, negated=negated)
+
+
+def keyword_match_sql(parsed: ParsedQuery, alias: str = "c") -> tuple[str, list[object]]:
+    """Extra ``AND`` clauses for phrases and negated words."""
+    clauses: list[str] = []
+    params: list[object] = []
+    for phrase in parsed.phrases:
+        # An all-stop-word phrase gives an empty tsquery, which matches nothing: skip it instead.
+        clauses.append(f"(numnode(phraseto_tsquery('{TEXT_SEARCH_CONFIG}', %s)) = 0 OR {alias}.search_vector @@ phraseto_tsquery('{TEXT_SEARCH_CONFIG}', %s))")
+        params += [phrase, phrase]
+    for word in parsed.negated:
+        clauses.append(f"(numnode(plainto_tsquery('{TEXT_SEARCH_CONFIG}', %s)) = 0 OR NOT {alias}.search_vector @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', %s))")
+        params += [word, word]
+    return ("".join(f" AND {c}" for c in clauses), params)
+
+
+# The query's lexemes with their IDF, and an OR-tsquery over them (built from
+# lexemes already normalized, hence the 'simple' configuration, which only lowercases).
+KEYWORD_PRELUDE = f"""
+qterms AS (
+    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', %(kw_text)s))) AS lexeme
+),
+corpus AS (
+    SELECT greatest(coalesce(max(chunk_count), 0), 1)::float8 AS n,
+           greatest(coalesce(max(token_count)::float8 / nullif(max(chunk_count), 0), 1), 1) AS avgdl
+    FROM knowledge_corpusstat WHERE tenant_id = %(tenant)s
+),
+stats AS (
+    SELECT q.lexeme,
+           ln(1 + (corpus.n - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
+    FROM qterms q CROSS JOIN corpus
+    LEFT JOIN knowledge_termstat t ON t.tenant_id = %(tenant)s AND t.lexeme = q.lexeme
+),
+tsq AS (
+    SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM qterms
+)"""
+
+
+def keyword_leg_sql(where: str, depth_param: str) -> str:
+    """Top chunks by BM25 among those matching any query term (and the refinements)."""
+    return f"""
+kw AS (
+    SELECT c.id, sc.score
+    FROM knowledge_chunk c CROSS JOIN tsq CROSS JOIN corpus
+    CROSS JOIN LATERAL (
+        SELECT sum(w.idf * w.tf * ({BM25_K1} + 1)
+                   / (w.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * w.dl / corpus.avgdl))) AS score
+        FROM (
+            SELECT s.idf, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
+                   sum(coalesce(array_length(u.positions, 1), 1)) OVER ()::float8 AS dl
+            FROM unnest(c.search_vector) AS u
+            LEFT JOIN stats s ON s.lexeme = u.lexeme
+        ) w
+        WHERE w.idf IS NOT NULL
+    ) sc
+    WHERE tsq.q IS NOT NULL AND c.tenant_id = %(tenant)s AND c.search_vector @@ tsq.q {where}
+    ORDER BY sc.score DESC, c.id
+    LIMIT %({depth_param})s
+)"""
+
+
+def semantic_leg_sql(where: str, depth_param: str, dimension: int | None) -> str:
+    """Top chunks by cosine similarity (vectors are unit length, so a dot product).
+
+    With ``dimension`` (pgvector present), the ORDER BY matches the HNSW index
+    expression; otherwise an exact scan in plain SQL.
+    """
+    if dimension is not None:
+        d = int(dimension)
+        return f"""
+sem AS (
+    SELECT c.id, 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) AS sim
+    FROM knowledge_chunk c
+    WHERE c.tenant_id = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}
+    ORDER BY (c.embedding::vector({d})) <=> %(vec_text)s::vector({d}), c.id
+    LIMIT %({depth_param})s
+)"""
+    return f"""
+sem AS (
+    SELECT c.id, (SELECT sum(a * b) FROM unnest(c.embedding, %(vec)s::float8[]) AS t(a, b)) AS sim
+    FROM knowledge_chunk c
+    WHERE c.tenant_id = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = %(dim)s {where}
+    ORDER BY sim DESC, c.id
+    LIMIT %({depth_param})s
+)"""
+
+
+CHUNK_COLUMNS = "c.chunk_id, d.external_id, c.text, c.title, c.uri, c.metadata, c.start_char, c.end_char"
+
+
+def keyword_search_sql(where: str) -> str:
+    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'limit')}
+SELECT {CHUNK_COLUMNS}, kw.score, kw.score AS keyword_score, NULL::float8 AS sim, NULL::float8 AS rrf, NULL::int AS rrf_rank, 0 AS sem_count
+FROM kw JOIN knowledge_chunk c ON c.id = kw.id JOIN knowledge_document d ON d.id = c.document_id
+WHERE %(min_score)s::float8 IS NULL OR kw.score >= %(min_score)s
+ORDER BY kw.score DESC, c.id"""
+
+
+def semantic_search_sql(where: str, dimension: int | None) -> str:
+    return f"""WITH {semantic_leg_sql(where, 'limit', dimension)}
+SELECT {CHUNK_COLUMNS}, sem.sim AS score, NULL::float8 AS keyword_score, sem.sim, NULL::float8 AS rrf, NULL::int AS rrf_rank,
+       count(*) OVER () AS sem_count
+FROM sem JOIN knowledge_chunk c ON c.id = sem.id JOIN knowledge_document d ON d.id = c.document_id
+WHERE %(min_score)s::float8 IS NULL OR sem.sim >= %(min_score)s
+ORDER BY sem.sim DESC, c.id"""
+
+
+def hybrid_search_sql(where: str, dimension: int | None, rerank: bool = False) -> str:
+    """Both legs and their Reciprocal Rank Fusion in one statement (one round trip).
+
+    With ``rerank``, the fused candidates are re-ordered by cosine similarity
+    and scored by it (the seed's optional second stage).
+    """
+    score = "sim" if rerank else "rrf"
+    order = "sim DESC NULLS LAST, rrf_rank" if rerank else "rrf_rank"
+    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth')}, {semantic_leg_sql(where, 'depth', dimension)},
+kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r FROM kw),
+sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r FROM sem),
+fused AS (
+    SELECT coalesce(k.id, s.id) AS id, k.score AS keyword_score, s.sim,
+           coalesce(1.0 / (%(rrf_k)s + k.r), 0) + coalesce(1.0 / (%(rrf_k)s + s.r), 0) AS rrf
+    FROM kw_ranked k FULL OUTER JOIN sem_ranked s ON s.id = k.id
+),
+ranked AS (SELECT *, row_number() OVER (ORDER BY rrf DESC, id) AS rrf_rank FROM fused)
+SELECT * FROM (
+    SELECT {CHUNK_COLUMNS}, r.keyword_score, coalesce(r.sim, {_sim_expr(dimension)}) AS sim, r.rrf,
+           r.rrf_rank::int AS rrf_rank, (SELECT count(*) FROM sem) AS sem_count
+    FROM ranked r JOIN knowledge_chunk c ON c.id = r.id JOIN knowledge_document d ON d.id = c.document_id
+) h
+WHERE {score} IS NOT NULL AND (%(min_score)s::float8 IS NULL OR {score} >= %(min_score)s)
+ORDER BY {order}
+LIMIT %(limit)s"""
+
+
+def _sim_expr(dimension: int | None) -> str:
+    """Cosine similarity of a keyword-only hit, so every hybrid hit carries semantic_similarity."""
+    if dimension is not None:
+        d = int(dimension)
+        return (
+            f"CASE WHEN array_length(c.embedding, 1) = {d} AND c.embedding_model = %(model)s "
+            f"THEN 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) END"
+        )
+    return (
+        "CASE WHEN array_length(c.embedding, 1) = %(dim)s AND c.embedding_model = %(model)s "
+        "THEN (SELECT sum(a * b) FROM unnest(c.embedding, %(vec)s::float8[]) AS t(a, b)) END"
+    )

@@ -1,0 +1,101 @@
+"""Splitting documents into chunks."""
+
+from __future__ import annotations
+
+from knowledge.rag.errors import RAGValidationError
+from knowledge.rag.types import RAGDocument
+
+
+class FixedSizeChunker:
+    """Chunks of at most ``size`` characters overlapping by about ``overlap``.
+
+    Boundaries move back to the nearest whitespace (within a fifth of ``size``)
+    so words are not cut; a text without whitespace is cut hard. Leading and
+    trailing whitespace is trimmed from each chunk, so every chunk is an exact
+    substring ``document.text[start:end]`` and whitespace-only pieces vanish.
+    The same text always gives the same chunks, which keeps chunk ids stable.
+    """
+
+    def __init__(self, size: int = 2000, overlap: int = 200) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or not 50 <= size <= 1_000_000:
+            raise RAGValidationError("size", "chunk size must be an integer between 50 and 1000000")
+        if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap <= size // 2:
+            raise RAGValidationError("overlap", f"overlap must be an integer between 0 and size/2 ({size // 2})")
+        self.size = size
+        self.overlap = overlap
+
+    def split(self, document: RAGDocument) -> list[str]:
+        text = document.text
+        return [text[start:end] for start, end in self.spans(text)]
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of each chunk in ``text``, in order."""
+        n = len(text)
+        slack = max(1, self.size // 5)
+        spans: list[tuple[int, int]] = []
+        start = _skip_space(text, 0)
+        while start < n:
+            end = min(start + self.size, n)
+            if end < n:
+                cut = _last_space(text, end, max(start + 1, end - slack))
+                if cut is not None:
+                    end = cut
+            trimmed_end = end
+            while trimmed_end > start and text[trimmed_end - 1].isspace():
+                trimmed_end -= 1
+            if trimmed_end > start:
+                spans.append((start, trimmed_end))
+            if end >= n:
+                break
+            next_start = max(end - self.overlap, start + 1)
+            if self.overlap and next_start < end:
+                # Begin the overlap at a word boundary, not mid-word.
+                space = _first_space(text, next_start, end)
+                if space is not None:
+                    next_start = space
+            start = _skip_space(text, next_start)
+        return spans
+
+
+def _skip_space(text: str, i: int) -> int:
+    n = len(text)
+    while i < n and text[i].isspace():
+        i += 1
+    return i
+
+
+def _last_space(text: str, end: int, lower: int) -> int | None:
+    """Index just after the last whitespace in ``text[lower:end+1]`` (cut point), or None."""
+    for i in range(min(end, len(text) - 1), lower - 1, -1):
+        if text[i].isspace():
+            return i
+    return None
+
+
+def _first_space(text: str, lower: int, upper: int) -> int | None:
+    for i in range(lower, upper):
+        if text[i].isspace():
+            return i
+    return None
+
+
+def chunk_spans(chunker: object, document: RAGDocument) -> list[tuple[int, int]]:
+    """Offsets of each chunk of ``document``, from ``spans()`` when the chunker has it,
+    else by finding each text in order (any chunker that returns substrings works)."""
+    spans_fn = getattr(chunker, "spans", None)
+    if callable(spans_fn):
+        return list(spans_fn(document.text))
+    texts = chunker.split(document)  # type: ignore[attr-defined]
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for index, piece in enumerate(texts):
+        if not isinstance(piece, str) or not piece.strip():
+            raise RAGValidationError(f"chunks[{index}]", "a chunker returned an empty or non-text chunk")
+        at = document.text.find(piece, cursor)
+        if at < 0:
+            at = document.text.find(piece)
+        if at < 0:
+            raise RAGValidationError(f"chunks[{index}]", "a chunker returned text that is not part of the document")
+        spans.append((at, at + len(piece)))
+        cursor = at + 1
+    return spans

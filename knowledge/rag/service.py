@@ -1,0 +1,328 @@
+"""``RAGService``: the one entry point for ingesting, searching and fetching chunks.
+
+The service validates every request before an embedder or backend sees it,
+chunks and embeds documents (reusing the embeddings of unchanged chunks), and
+re-checks every backend result, so a faulty backend raises instead of leaking
+another namespace's data or breaking the ordering contract.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Self
+
+from knowledge.rag import limits
+from knowledge.rag.chunking import FixedSizeChunker, chunk_spans
+from knowledge.rag.errors import (
+    BackendContractError,
+    ConfigurationError,
+    EmbedderError,
+    RAGTypeError,
+    RAGValidationError,
+)
+from knowledge.rag.types import (
+    Chunker,
+    Embedder,
+    EmbedKind,
+    Filters,
+    PreparedChunk,
+    PreparedDocument,
+    RAGBackend,
+    RAGChunk,
+    RAGDocument,
+    RAGHit,
+    RAGQuery,
+    SearchMode,
+    Trigger,
+    Vector,
+    check_identifier,
+    check_vector,
+)
+
+Namespace = str | Callable[[], str]
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class RAGService:
+    """Ingest, search, fetch and delete chunks in one namespace.
+
+    ``namespace`` is a fixed string or a zero-argument callable resolved on every
+    call (e.g. the current tenant). Use as ``async with service:`` or call
+    ``start()``/``close()``.
+    """
+
+    def __init__(
+        self,
+        backend: RAGBackend,
+        *,
+        embedder: Embedder | None = None,
+        chunker: Chunker | None = None,
+        namespace: Namespace,
+        rrf_k: int = 60,
+        rerank: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.embedder = embedder
+        self.chunker: Chunker = chunker or FixedSizeChunker()
+        self._namespace = namespace
+        self.rrf_k = rrf_k
+        self.rerank = rerank
+        self._started = False
+
+    # --- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        if not self._started:
+            await self.backend.start()
+            self._started = True
+
+    async def close(self) -> None:
+        if self._started:
+            self._started = False
+            await self.backend.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    @property
+    def namespace(self) -> str:
+        value = self._namespace() if callable(self._namespace) else self._namespace
+        return check_identifier("namespace", value, limits.NAMESPACE_RE, "namespace")
+
+    # --- writes ----------------------------------------------------------------
+
+    async def ingest(self, documents: Sequence[RAGDocument], *, trigger: Trigger = "user", actor: str | None = None) -> int:
+        """Replace each document's chunks completely; return the number of chunks stored.
+
+        All documents of one call are validated, chunked and embedded first; if
+        anything fails, nothing is written and previous chunks stay as they were.
+        """
+        namespace = self.namespace
+        docs = self._check_documents(documents)
+        _check_trigger(trigger)
+        planned = [(doc, chunk_spans(self.chunker, doc)) for doc in docs]
+        total_chunks = sum(len(spans) for _, spans in planned)
+        if total_chunks > limits.MAX_CHUNKS_PER_INGEST:
+            raise RAGValidationError("documents", f"at most {limits.MAX_CHUNKS_PER_INGEST} chunks per ingestion request, got {total_chunks}")
+        for doc, spans in planned:
+            if not spans:
+                raise RAGValidationError(f"documents[{doc.id}].text", "has no text to index")
+            for start, end in spans:
+                if end - start > limits.MAX_CHARS_PER_CHUNK:
+                    raise RAGValidationError("chunks", f"at most {limits.MAX_CHARS_PER_CHUNK} characters per chunk, got {end - start}")
+        if not self._started:
+            await self.start()
+
+        vectors: dict[str, Vector] = {}
+        model_id = self.embedder.model_id if self.embedder else None
+        if self.embedder is not None:
+            known = await self.backend.known_embeddings(namespace, [d.id for d in docs], self.embedder.model_id)
+            reuse = {text_hash: vector for (_, text_hash), vector in known.items()}
+            missing: dict[str, str] = {}
+            for doc, spans in planned:
+                for start, end in spans:
+                    text = doc.text[start:end]
+                    digest = content_hash(text)
+                    if digest not in reuse:
+                        missing.setdefault(digest, text)
+            vectors.update(reuse)
+            vectors.update(await self._embed_many(list(missing.items()), kind="document"))
+
+        prepared: list[PreparedDocument] = []
+        for doc, spans in planned:
+            chunks = []
+            for ordinal, (start, end) in enumerate(spans):
+                text = doc.text[start:end]
+                digest = content_hash(text)
+                chunks.append(
+                    PreparedChunk(
+                        chunk_id=f"{doc.id}:{ordinal}",
+                        ordinal=ordinal,
+                        text=text,
+                        start_char=start,
+                        end_char=end,
+                        content_hash=digest,
+                        embedding=vectors.get(digest),
+                        embedding_model=model_id,
+                    )
+                )
+            prepared.append(PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(chunks)))
+        stored = await self.backend.replace(namespace, prepared, actor=actor, trigger=trigger)
+        if stored != total_chunks:
+            raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
+        return stored
+
+    async def delete(self, document_ids: Sequence[str], *, trigger: Trigger = "user", actor: str | None = None) -> int:
+        """Delete documents and all their chunks; return how many documents existed."""
+        namespace = self.namespace
+        ids = _check_ids(document_ids, "document_ids", limits.DOCUMENT_ID_RE, "document id", limits.MAX_DOCUMENTS_PER_INGEST)
+        _check_trigger(trigger)
+        if not self._started:
+            await self.start()
+        return await self.backend.delete(namespace, ids, actor=actor, trigger=trigger)
+
+    # --- reads -----------------------------------------------------------------
+
+    async def search(
+        self,
+        text: str,
+        mode: SearchMode | str = SearchMode.HYBRID,
+        limit: int = 8,
+        filters: Filters | None = None,
+        min_score: float | None = None,
+        *,
+        rrf_k: int | None = None,
+        rerank: bool | None = None,
+    ) -> list[RAGHit]:
+        """Ranked hits, best first, at most ``limit``, all with ``score >= min_score``."""
+        namespace = self.namespace
+        # Validate everything (as a keyword query) before the embedder sees the text.
+        probe = RAGQuery(
+            text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
+            rrf_k=self.rrf_k if rrf_k is None else rrf_k,
+        )
+        mode = SearchMode.parse(mode)
+        vector: Vector | None = None
+        if mode is not SearchMode.KEYWORD:
+            if self.embedder is None:
+                raise ConfigurationError(f"{mode.value} search needs an embedder; this service has none (keyword search works)")
+            vector = (await self._embed_checked([text], kind="query"))[0]
+        query = RAGQuery(
+            probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
+            vector=vector, rrf_k=probe.rrf_k, rerank=self.rerank if rerank is None else bool(rerank),
+            embedding_model=self.embedder.model_id if self.embedder else None,
+        )
+        if not self._started:
+            await self.start()
+        hits = await self.backend.search(query)
+        return self._recheck_hits(query, hits)
+
+    async def fetch(self, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+        """The chunks with these ids, in the requested order; unknown ids are omitted."""
+        namespace = self.namespace
+        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_FETCH_IDS)
+        if not self._started:
+            await self.start()
+        chunks = await self.backend.fetch(namespace, ids)
+        by_id: dict[str, RAGChunk] = {}
+        for chunk in chunks:
+            if not isinstance(chunk, RAGChunk):
+                raise BackendContractError(f"backend returned {type(chunk).__name__} from fetch, expected RAGChunk")
+            if chunk.namespace != namespace:
+                raise BackendContractError(f"backend returned chunk {chunk.chunk_id} of another namespace from fetch")
+            if chunk.chunk_id not in ids:
+                raise BackendContractError(f"backend returned chunk {chunk.chunk_id} that was not requested")
+            by_id[chunk.chunk_id] = chunk
+        return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+
+    # --- internals -------------------------------------------------------------
+
+    def _check_documents(self, documents: Sequence[RAGDocument]) -> list[RAGDocument]:
+        if isinstance(documents, RAGDocument) or not isinstance(documents, Sequence):
+            raise RAGTypeError("documents", "must be a list of RAGDocument")
+        docs = list(documents)
+        if not docs:
+            raise RAGValidationError("documents", "at least 1 document per ingestion request")
+        if len(docs) > limits.MAX_DOCUMENTS_PER_INGEST:
+            raise RAGValidationError("documents", f"at most {limits.MAX_DOCUMENTS_PER_INGEST} documents per ingestion request, got {len(docs)}")
+        for doc in docs:
+            if not isinstance(doc, RAGDocument):
+                raise RAGTypeError("documents", f"must contain RAGDocument values, got {type(doc).__name__}")
+        ids = [d.id for d in docs]
+        if len(set(ids)) != len(ids):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
+            raise RAGValidationError("documents", f"document ids must be unique ids within one request; repeated: {', '.join(dupes)}")
+        total = sum(len(d.text) for d in docs)
+        if total > limits.MAX_CHARS_PER_INGEST:
+            raise RAGValidationError("documents", f"at most {limits.MAX_CHARS_PER_INGEST} characters per ingestion request, got {total}")
+        return docs
+
+    async def _embed_many(self, items: list[tuple[str, str]], *, kind: EmbedKind) -> dict[str, Vector]:
+        out: dict[str, Vector] = {}
+        step = limits.MAX_EMBED_BATCH
+        for i in range(0, len(items), step):
+            batch = items[i : i + step]
+            vectors = await self._embed_checked([text for _, text in batch], kind=kind)
+            out.update({digest: vector for (digest, _), vector in zip(batch, vectors, strict=True)})
+        return out
+
+    async def _embed_checked(self, texts: list[str], *, kind: EmbedKind) -> list[Vector]:
+        assert self.embedder is not None
+        if not 1 <= len(texts) <= limits.MAX_EMBED_BATCH:
+            raise RAGValidationError("texts", f"embedding batches hold 1 to {limits.MAX_EMBED_BATCH} texts, got {len(texts)}")
+        try:
+            raw = await self.embedder.embed(texts, kind=kind)
+        except (RAGValidationError, RAGTypeError, EmbedderError):
+            raise
+        except Exception as exc:
+            raise EmbedderError(f"embedder {self.embedder.model_id} failed: {exc}") from exc
+        if not isinstance(raw, Sequence) or len(raw) != len(texts):
+            got = len(raw) if isinstance(raw, Sequence) else type(raw).__name__
+            raise EmbedderError(f"embedder {self.embedder.model_id} returned {got} vectors for {len(texts)} texts")
+        vectors: list[Vector] = []
+        for index, item in enumerate(raw):
+            try:
+                vector = check_vector(item, f"embedding[{index}]")
+            except (RAGValidationError, RAGTypeError) as exc:
+                raise EmbedderError(f"embedder {self.embedder.model_id} returned a bad vector: {exc}") from None
+            norm = math.sqrt(math.fsum(x * x for x in vector))
+            if norm == 0.0:
+                raise EmbedderError(f"embedder {self.embedder.model_id} returned an all-zero vector for input {index}")
+            # Stored unit-length: cosine similarity becomes a dot product in every backend.
+            vectors.append(tuple(x / norm for x in vector))
+        dims = {len(v) for v in vectors}
+        expected = self.embedder.dimension
+        if len(dims) != 1 or (expected is not None and dims != {expected}):
+            raise EmbedderError(
+                f"embedder {self.embedder.model_id} returned vectors of dimension {sorted(dims)}, expected one dimension"
+                + (f" ({expected})" if expected else "")
+            )
+        return vectors
+
+    def _recheck_hits(self, query: RAGQuery, hits: object) -> list[RAGHit]:
+        if not isinstance(hits, list):
+            raise BackendContractError(f"backend search returned {type(hits).__name__}, expected a list of RAGHit")
+        if len(hits) > query.limit:
+            raise BackendContractError(f"backend returned {len(hits)} hits for limit {query.limit}")
+        seen: set[str] = set()
+        previous = math.inf
+        for hit in hits:
+            if not isinstance(hit, RAGHit):
+                raise BackendContractError(f"backend returned {type(hit).__name__} from search, expected RAGHit")
+            if hit.chunk.namespace != query.namespace:
+                raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} of another namespace")
+            if hit.score > previous + 1e-9:
+                raise BackendContractError("backend returned hits out of descending score order")
+            if query.min_score is not None and hit.score < query.min_score - 1e-12:
+                raise BackendContractError(f"backend returned a hit scored {hit.score} below min_score {query.min_score}")
+            if hit.chunk.chunk_id in seen:
+                raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} twice")
+            seen.add(hit.chunk.chunk_id)
+            previous = hit.score
+        return hits
+
+
+def _check_trigger(trigger: str) -> None:
+    if trigger not in ("user", "agent"):
+        raise RAGValidationError("trigger", f"must be 'user' or 'agent', got {trigger!r}")
+
+
+def _check_ids(values: Sequence[str], field: str, pattern: object, what: str, maximum: int) -> list[str]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise RAGTypeError(field, "must be a list of ids")
+    ids = list(values)
+    if not ids:
+        raise RAGValidationError(field, "at least 1 id")
+    if len(ids) > maximum:
+        raise RAGValidationError(field, f"at most {maximum} ids per request, got {len(ids)}")
+    return [check_identifier(field, v, pattern, what) for v in ids]

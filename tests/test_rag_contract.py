@@ -1,0 +1,420 @@
+"""The knowledge.rag contract, run against both backends (PostgreSQL and memory)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from accounts.models import Tenant
+from knowledge import rag
+from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, TermStat
+from knowledge.rag import RAGDocument, SearchMode
+from knowledge.rag.backends.memory import MemoryBackend
+from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
+from tests.conftest import STOCK_AVAILABLE
+from tests.factories import make_tenant
+
+needs_stock = pytest.mark.skipif(not STOCK_AVAILABLE, reason="no PostgreSQL at 127.0.0.1:5432 (this machine kind provides one)")
+# "postgres": the embedded server, with pgvector; "stock": PostgreSQL 15 without it.
+BACKENDS = ["postgres", pytest.param("stock", marks=needs_stock), "memory"]
+pytestmark = pytest.mark.django_db(databases=["default", "stock"] if STOCK_AVAILABLE else ["default"])
+
+
+@pytest.fixture(params=BACKENDS)
+def make_service(request: pytest.FixtureRequest) -> Callable[..., rag.RAGService]:
+    """``make_service(namespace="acme", embedder=..., **kw)``; services of one test share one store."""
+    using = "stock" if request.param == "stock" else "default"
+    for slug in ("acme", "globex"):
+        Tenant.objects.using(using).get_or_create(slug=slug, defaults={"name": slug})
+    shared_memory = MemoryBackend(max_chunks=50_000)
+
+    def factory(namespace: str = "acme", embedder: object = "default", chunker: object = None, **kw: object) -> rag.RAGService:
+        emb = BagOfWordsEmbedder() if embedder == "default" else embedder
+        if request.param in ("postgres", "stock"):
+            return rag.postgres(emb, chunker, namespace=namespace, using=using, **kw)  # type: ignore[arg-type]
+        return rag.service(shared_memory, emb, chunker, namespace=namespace, **kw)  # type: ignore[arg-type]
+
+    factory.kind = request.param  # type: ignore[attr-defined]
+    return factory
+
+
+def run(fn: Callable[..., object], *args: object, **kwargs: object) -> object:
+    return async_to_sync(fn)(*args, **kwargs)  # type: ignore[arg-type]
+
+
+DOCS = [
+    RAGDocument("guide", "Editors upload files in the admin. Uploading a PDF queues background work.", title="Upload guide",
+                metadata={"lang": "en", "kind": "guide", "year": 2024, "public": True}),
+    RAGDocument("modes", "Keyword search ranks with BM25. Semantic search compares embeddings by cosine similarity.",
+                title="Search modes", metadata={"lang": "en", "kind": "reference", "year": 2025, "public": False}),
+    RAGDocument("hallo", "Dokumente werden im Admin hochgeladen und durchsucht.", title="Anleitung",
+                metadata={"lang": "de", "kind": "guide", "year": 2025, "public": True}),
+]
+
+
+# --- ingestion -----------------------------------------------------------------------
+
+
+def test_ingest_returns_chunk_count_and_chunks_are_fetchable(make_service) -> None:
+    service = make_service()
+    assert run(service.ingest, DOCS) == 3
+    chunks = run(service.fetch, ["modes:0", "guide:0"])
+    assert [c.chunk_id for c in chunks] == ["modes:0", "guide:0"]
+    assert chunks[1].title == "Upload guide" and chunks[1].document_id == "guide" and chunks[1].namespace == "acme"
+    assert dict(chunks[1].metadata) == {"lang": "en", "kind": "guide", "year": 2024, "public": True}
+
+
+def test_chunk_ids_are_stable_and_in_source_order(make_service) -> None:
+    text = " ".join(f"sentence number {i} about quarry." for i in range(200))
+    service = make_service(chunker=rag.FixedSizeChunker(size=300, overlap=50))
+    n = run(service.ingest, [RAGDocument("long", text)])
+    assert n > 5
+    ids = [f"long:{i}" for i in range(n)]
+    first = run(service.fetch, ids)
+    assert [c.chunk_id for c in first] == ids
+    assert all(text[c.start_char : c.end_char] == c.text for c in first)
+    assert [c.start_char for c in first] == sorted(c.start_char for c in first)
+    run(service.ingest, [RAGDocument("long", text)])
+    assert [(c.chunk_id, c.text) for c in run(service.fetch, ids)] == [(c.chunk_id, c.text) for c in first]
+
+
+def test_reingest_replaces_the_document_completely(make_service) -> None:
+    service = make_service(chunker=rag.FixedSizeChunker(size=100, overlap=0))
+    long_text = " ".join(["alpha bravo charlie delta echo"] * 20)
+    first = run(service.ingest, [RAGDocument("doc", long_text)])
+    assert first > 2
+    assert run(service.ingest, [RAGDocument("doc", "zulu only now")]) == 1
+    assert [c.text for c in run(service.fetch, [f"doc:{i}" for i in range(first)])] == ["zulu only now"]
+    assert run(service.search, "alpha", mode="keyword") == []
+    assert [h.chunk.chunk_id for h in run(service.search, "zulu", mode="keyword")] == ["doc:0"]
+
+
+def test_unchanged_chunks_are_not_embedded_again(make_service) -> None:
+    embedder = BagOfWordsEmbedder()
+    service = make_service(embedder=embedder, chunker=rag.FixedSizeChunker(size=100, overlap=0))
+    parts = [f"paragraph {i} talks about topic {i} in some detail here." for i in range(30)]
+    run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
+    first = embedder.texts_embedded
+    run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
+    assert embedder.texts_embedded == first, "an unchanged document costs no embedding"
+    parts[-1] = "a brand new final paragraph."
+    run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
+    assert 1 <= embedder.texts_embedded - first <= 2, "only the changed chunk is embedded"
+
+
+def test_a_new_embedding_model_re_embeds(make_service) -> None:
+    run(make_service(embedder=BagOfWordsEmbedder(model_id="m1")).ingest, [DOCS[0]])
+    other = BagOfWordsEmbedder(model_id="m2")
+    run(make_service(embedder=other).ingest, [DOCS[0]])
+    assert other.texts_embedded == 1
+
+
+def test_duplicate_ids_in_one_request_are_rejected(make_service) -> None:
+    embedder = BagOfWordsEmbedder()
+    service = make_service(embedder=embedder)
+    with pytest.raises(rag.RAGValidationError, match="unique ids"):
+        run(service.ingest, [RAGDocument("x", "one"), RAGDocument("x", "two")])
+    assert embedder.calls == []
+
+
+@pytest.mark.parametrize("fault", ["raise", "short", "nan", "dims", "zero"])
+def test_failing_embedder_leaves_previous_chunks_intact(make_service, fault: str) -> None:
+    run(make_service().ingest, [RAGDocument("doc", "the original text about otters")])
+    broken = make_service(embedder=BrokenEmbedder(fault), chunker=rag.FixedSizeChunker(size=60, overlap=0))
+    with pytest.raises(rag.EmbedderError):
+        run(broken.ingest, [RAGDocument("doc", "replacement text about beavers " * 6)])
+    service = make_service()
+    assert [c.text for c in run(service.fetch, ["doc:0", "doc:1"])] == ["the original text about otters"]
+    assert [h.chunk.chunk_id for h in run(service.search, "otters", mode="keyword")] == ["doc:0"]
+
+
+def test_keyword_search_works_without_an_embedder_and_semantic_is_a_clear_error(make_service) -> None:
+    service = make_service(embedder=None)
+    run(service.ingest, DOCS)
+    assert run(service.search, "BM25", mode="keyword")[0].chunk.chunk_id == "modes:0"
+    with pytest.raises(rag.ConfigurationError, match="semantic search needs an embedder"):
+        run(service.search, "BM25", mode="semantic")
+    with pytest.raises(rag.ConfigurationError, match="hybrid search needs an embedder"):
+        run(service.search, "BM25")
+
+
+def test_delete_removes_documents_and_chunks(make_service) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+    assert run(service.delete, ["guide", "missing"]) == 1
+    assert run(service.fetch, ["guide:0", "modes:0"])[0].chunk_id == "modes:0"
+    assert all(h.chunk.document_id != "guide" for h in run(service.search, "upload admin files"))
+    assert run(service.delete, ["guide"]) == 0
+
+
+# --- search --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_every_mode_ranks_descending_within_limit(make_service, mode: SearchMode) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+    hits = run(service.search, "upload files in the admin", mode=mode, limit=2)
+    assert 1 <= len(hits) <= 2
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert hits[0].chunk.document_id == "guide"
+
+
+def test_hybrid_hits_carry_rrf_fields(make_service) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+    hits = run(service.search, "semantic search embeddings", mode="hybrid")
+    assert [h.rrf_rank for h in hits] == list(range(1, len(hits) + 1))
+    top = hits[0]
+    assert top.chunk.document_id == "modes"
+    # Ranked first by both legs with k = 60: 1/61 + 1/61.
+    assert math.isclose(top.rrf_score, 2 / 61) and top.score == top.rrf_score
+    assert all(h.semantic_similarity is not None for h in hits)
+
+
+def test_rrf_k_is_configurable(make_service) -> None:
+    service = make_service(rrf_k=10)
+    run(service.ingest, DOCS)
+    assert math.isclose(run(service.search, "semantic search embeddings")[0].score, 2 / 11)
+
+
+def test_min_score_is_applied(make_service) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+    all_hits = run(service.search, "admin upload", mode="keyword")
+    assert len(all_hits) >= 2
+    threshold = (all_hits[0].score + all_hits[-1].score) / 2
+    kept = run(service.search, "admin upload", mode="keyword", min_score=threshold)
+    assert kept and len(kept) < len(all_hits) and all(h.score >= threshold for h in kept)
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_filters_equality_membership_and_across_fields(make_service, mode: SearchMode) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+
+    def docs(**filters: object) -> set[str]:
+        return {h.chunk.document_id for h in run(service.search, "admin upload search documents hochgeladen", mode=mode, limit=10, filters=filters)}
+
+    assert docs(lang="de") <= {"hallo"}
+    assert docs(kind="guide", lang="en") <= {"guide"}
+    assert docs(year=(2024, 2030)) - {"guide"} == set()
+    assert docs(public=True) <= {"guide", "hallo"}
+    assert docs(public=False) <= {"modes"}
+    assert docs(year="2024") == set(), "a string never equals a number"
+    assert docs(public=1) == set(), "a number never equals a boolean"
+    assert docs(missing="x") == set()
+    if mode is SearchMode.SEMANTIC:
+        assert docs(kind="guide") == {"guide", "hallo"}
+
+
+def test_stop_words_only_query_returns_nothing(make_service) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+    assert run(service.search, "the of and to", mode="keyword") == []
+    assert run(service.search, "?!.,", mode="keyword") == []
+
+
+def test_namespaces_are_isolated_even_with_the_same_document_ids(make_service) -> None:
+    acme, globex = make_service("acme"), make_service("globex")
+    run(acme.ingest, [RAGDocument("shared-id", "acme secret roadmap about rockets")])
+    run(globex.ingest, [RAGDocument("shared-id", "globex public brochure about gardens")])
+    for mode in SearchMode:
+        assert all(h.chunk.namespace == "globex" for h in run(globex.search, "secret roadmap rockets", mode=mode))
+        assert "rockets" not in " ".join(h.chunk.text for h in run(globex.search, "secret roadmap rockets", mode=mode))
+    assert run(globex.fetch, ["shared-id:0"])[0].text == "globex public brochure about gardens"
+    run(globex.delete, ["shared-id"])
+    assert run(acme.fetch, ["shared-id:0"])[0].text == "acme secret roadmap about rockets"
+
+
+def test_namespace_callable_is_resolved_on_every_call(make_service) -> None:
+    current = {"ns": "acme"}
+    service = make_service(namespace=lambda: current["ns"])
+    run(service.ingest, [RAGDocument("d", "written into acme")])
+    current["ns"] = "globex"
+    assert run(service.fetch, ["d:0"]) == []
+
+
+def test_fetch_keeps_requested_order_and_omits_missing(make_service) -> None:
+    service = make_service()
+    run(service.ingest, DOCS)
+    got = run(service.fetch, ["hallo:0", "nope:0", "guide:0", "hallo:0"])
+    assert [c.chunk_id for c in got] == ["hallo:0", "guide:0"]
+
+
+# --- bounds ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda s: s.search("x", limit=0, mode="keyword"), ValueError, "between 1 and 100"),
+        (lambda s: s.search("x", limit=101, mode="keyword"), ValueError, "between 1 and 100"),
+        (lambda s: s.search("", mode="keyword"), ValueError, "must not be empty"),
+        (lambda s: s.search("x" * 16_385, mode="keyword"), ValueError, "at most 16384 characters"),
+        (lambda s: s.search("x", mode="fuzzy"), ValueError, "must be one of keyword, semantic, hybrid"),
+        (lambda s: s.search("x", mode="keyword", filters={"a": {"b": 1}}), TypeError, "nested"),
+        (lambda s: s.search("x", mode="keyword", filters={f"f{i}": 1 for i in range(65)}), ValueError, "at most 64 fields"),
+        (lambda s: s.search("x", mode="keyword", filters={"a": list(range(101))}), ValueError, "at most 100 values"),
+        (lambda s: s.search("x", mode="keyword", filters={"a": []}), ValueError, "at least 1 value"),
+        (lambda s: s.search("x", mode="keyword", filters={"bad field": 1}), ValueError, "not a valid field name"),
+        (lambda s: s.search("x", mode="keyword", filters={"a": float("nan")}), ValueError, "finite"),
+        (lambda s: s.search("x", mode="keyword", min_score=float("inf")), ValueError, "finite"),
+        (lambda s: s.ingest([]), ValueError, "at least 1 document"),
+        (lambda s: s.ingest([RAGDocument(f"d{i}", "t") for i in range(1001)]), ValueError, "at most 1000 documents"),
+        (lambda s: s.ingest([RAGDocument(f"d{i}", "word " * 800_000) for i in range(6)]), ValueError, "at most 10000 chunks"),
+        (lambda s: s.fetch([]), ValueError, "at least 1 id"),
+        (lambda s: s.fetch(["no-ordinal"]), ValueError, "not a valid chunk id"),
+        (lambda s: s.fetch([f"d:{i}" for i in range(1001)]), ValueError, "at most 1000 ids"),
+        (lambda s: s.delete(["bad id!"]), ValueError, "not a valid document id"),
+        (lambda s: s.ingest([RAGDocument("d", "t")], trigger="robot"), ValueError, "'user' or 'agent'"),
+    ],
+)
+def test_bounds_are_enforced_before_the_embedder_runs(make_service, call, error, message) -> None:  # type: ignore[no-untyped-def]
+    embedder = BagOfWordsEmbedder()
+    service = make_service(embedder=embedder)
+    with pytest.raises(error, match=message):
+        run(_await, call(service))
+    assert embedder.calls == []
+
+
+async def _await(coroutine):  # type: ignore[no-untyped-def]
+    return await coroutine
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: RAGDocument("d", "t", metadata={"a": {"b": 1}}), TypeError, "nested"),
+        (lambda: RAGDocument("d", "t", metadata={"a": [1]}), TypeError, "nested"),
+        (lambda: RAGDocument("d", ""), ValueError, "must not be empty"),
+        (lambda: RAGDocument("d", "x" * 10_000_001), ValueError, "at most 10000000 characters"),
+        (lambda: RAGDocument("", "t"), ValueError, "not a valid document id"),
+        (lambda: RAGDocument("a" * 201, "t"), ValueError, "not a valid document id"),
+        (lambda: RAGDocument("d", "t", metadata={f"f{i}": 1 for i in range(65)}), ValueError, "at most 64 fields"),
+        (lambda: rag.RAGQuery("q", "acme", mode="semantic"), ValueError, "needs a query vector"),
+        (lambda: rag.RAGQuery("q", "acme", mode="keyword", vector=[True, 1.0]), TypeError, "numbers"),
+        (lambda: rag.RAGQuery("q", "acme", mode="keyword", vector=[0.0] * 65_537), ValueError, "65536 dimensions"),
+        (lambda: rag.RAGQuery("q", "bad namespace", mode="keyword"), ValueError, "not a valid namespace"),
+        (lambda: rag.RAGChunk("d:0", "d", "acme", "t", embedding=[float("inf")]), ValueError, "finite"),
+    ],
+)
+def test_value_types_validate_on_construction(build, error, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_rag_chunk_positional_order() -> None:
+    chunk = rag.RAGChunk("d:1", "d", "acme", "text", "Title", "https://x", {"k": 1}, [1.0, 0.0])
+    assert (chunk.title, chunk.uri, dict(chunk.metadata), chunk.embedding) == ("Title", "https://x", {"k": 1}, (1.0, 0.0))
+    assert chunk.ordinal == 1
+
+
+def test_total_characters_per_ingest_are_bounded(make_service) -> None:
+    embedder = BagOfWordsEmbedder()
+    service = make_service(embedder=embedder)
+    big = [RAGDocument(f"d{i}", "x " * 4_500_000) for i in range(6)]  # 54 M characters
+    with pytest.raises(ValueError, match="at most 50000000 characters per ingestion request"):
+        run(service.ingest, big)
+    assert embedder.calls == []
+
+
+# --- the service re-checks backends ----------------------------------------------------------
+
+
+class LyingBackend(MemoryBackend):
+    def __init__(self, lie: str) -> None:
+        super().__init__()
+        self.lie = lie
+
+    async def search(self, query):  # type: ignore[no-untyped-def]
+        hits = await super().search(query)
+        if self.lie == "namespace":
+            c = hits[0].chunk
+            hits[0] = rag.RAGHit(rag.RAGChunk(c.chunk_id, c.document_id, "globex", c.text), hits[0].score)
+        elif self.lie == "order":
+            hits.reverse()
+        elif self.lie == "count":
+            hits = hits * 10
+        elif self.lie == "min_score":
+            hits.append(rag.RAGHit(hits[0].chunk, -5.0))
+        elif self.lie == "type":
+            hits = [{"chunk": "x"}]
+        return hits
+
+
+@pytest.mark.parametrize("lie", ["namespace", "order", "count", "min_score", "type"])
+def test_service_rejects_a_backend_that_breaks_the_contract(lie: str) -> None:
+    service = rag.service(LyingBackend(lie), BagOfWordsEmbedder(), namespace="acme")
+    run(service.ingest, DOCS)
+    with pytest.raises(rag.BackendContractError):
+        run(service.search, "admin upload search", mode="keyword", limit=3, min_score=0.0 if lie == "min_score" else None)
+
+
+def test_memory_backend_refuses_to_grow_past_max_chunks() -> None:
+    service = rag.memory(BagOfWordsEmbedder(), namespace="acme", max_chunks=2)
+    run(service.ingest, DOCS[:2])
+    with pytest.raises(rag.CapacityError, match="at most 2 chunks"):
+        run(service.ingest, DOCS[2:])
+    run(service.ingest, [RAGDocument("guide", "replacing an existing document does not grow the store")])
+
+
+def test_service_works_as_async_context_manager() -> None:
+    async def scenario() -> list[str]:
+        async with rag.memory(BagOfWordsEmbedder(), namespace="acme") as service:
+            await service.ingest(DOCS)
+            return [h.chunk.document_id for h in await service.search("BM25 cosine")]
+
+    assert async_to_sync(scenario)()[0] == "modes"
+
+
+# --- PostgreSQL specifics ----------------------------------------------------------------
+
+
+def test_postgres_ingest_and_delete_are_audited(db: None) -> None:
+    make_tenant("acme")
+    service = rag.postgres(BagOfWordsEmbedder(), namespace="acme")
+    run(service.ingest, DOCS, actor="user:7")
+    run(service.delete, ["guide"], trigger="agent", actor="agent:run-1")
+    events = list(AuditEvent.objects.order_by("at", "id").values("action", "actor", "trigger", "document_ids", "chunk_count"))
+    assert events == [
+        {"action": "ingest", "actor": "user:7", "trigger": "user", "document_ids": ["guide", "modes", "hallo"], "chunk_count": 3},
+        {"action": "delete", "actor": "agent:run-1", "trigger": "agent", "document_ids": ["guide"], "chunk_count": 1},
+    ]
+
+
+def test_postgres_term_statistics_follow_ingest_and_delete(db: None) -> None:
+    tenant = make_tenant("acme")
+    service = rag.postgres(None, namespace="acme")
+
+    def stats() -> tuple[int, int, dict[str, int]]:
+        corpus = CorpusStat.objects.get(tenant=tenant)
+        terms = dict(TermStat.objects.filter(tenant=tenant, lexeme__in=["otter", "beaver", "river"]).values_list("lexeme", "df"))
+        return corpus.chunk_count, corpus.token_count, terms
+
+    run(service.ingest, [RAGDocument("a", "otters swim in the river"), RAGDocument("b", "beavers build in the river")])
+    assert stats() == (2, 6, {"otter": 1, "beaver": 1, "river": 2})
+    run(service.ingest, [RAGDocument("a", "otters otters everywhere")])
+    assert stats() == (2, 6, {"otter": 1, "beaver": 1, "river": 1})
+    run(service.delete, ["b"])
+    assert stats() == (1, 3, {"otter": 1})
+    assert Chunk.objects.count() == 1 and Document.objects.get().version == 2
+
+
+def test_postgres_document_row_describes_current_chunks(db: None) -> None:
+    make_tenant("acme")
+    run(rag.postgres(BagOfWordsEmbedder(), namespace="acme").ingest, [DOCS[0]])
+    doc = Document.objects.get(external_id="guide")
+    assert (doc.status, doc.chunk_count, doc.version, doc.title, doc.embedding_model) == ("ready", 1, 1, "Upload guide", "test/bag-of-words")
+    chunk = Chunk.objects.get()
+    assert len(chunk.embedding) == 64 and math.isclose(sum(x * x for x in chunk.embedding), 1.0)
+
+
+def test_postgres_unknown_namespace_is_a_clear_error(db: None) -> None:
+    with pytest.raises(rag.NamespaceNotFound, match="no tenant"):
+        run(rag.postgres(None, namespace="ghost").ingest, [DOCS[0]])
+    assert run(rag.postgres(None, namespace="ghost").search, "x", mode="keyword") == []
+    assert Tenant.objects.filter(slug="ghost").count() == 0
