@@ -32,6 +32,7 @@ run: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py demo_setup
+	$(PY) manage.py demo_corpus
 	$(PY) -m config.serve
 
 test: $(STAMP)

@@ -8,12 +8,15 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts import api as accounts_api
+from knowledge import api as knowledge_api
 from config import views
 
 api_v1 = [
     path("me", accounts_api.MeApi.as_view(), name="me"),
     path("tokens", accounts_api.TokenListApi.as_view(), name="tokens"),
     path("tokens/<int:token_id>", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
+    path("search", knowledge_api.SearchApi.as_view(), name="search"),
+    path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
     path("schema", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="docs"),
 ]

@@ -49,6 +49,16 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def embedding_input(document: RAGDocument, chunk_text: str) -> str:
+    """What the embedder sees for a chunk: the document title, then the chunk.
+
+    The title places a chunk cut from the middle of a long document in context.
+    A chunk's ``content_hash`` is the hash of this text, so a changed title or
+    chunk text means a new embedding and nothing else does.
+    """
+    return f"{document.title}\n\n{chunk_text}" if document.title else chunk_text
+
+
 class RAGService:
     """Ingest, search, fetch and delete chunks in one namespace.
 
@@ -131,7 +141,7 @@ class RAGService:
             missing: dict[str, str] = {}
             for doc, spans in planned:
                 for start, end in spans:
-                    text = doc.text[start:end]
+                    text = embedding_input(doc, doc.text[start:end])
                     digest = content_hash(text)
                     if digest not in reuse:
                         missing.setdefault(digest, text)
@@ -143,7 +153,7 @@ class RAGService:
             chunks = []
             for ordinal, (start, end) in enumerate(spans):
                 text = doc.text[start:end]
-                digest = content_hash(text)
+                digest = content_hash(embedding_input(doc, text))
                 chunks.append(
                     PreparedChunk(
                         chunk_id=f"{doc.id}:{ordinal}",

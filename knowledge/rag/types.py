@@ -56,6 +56,8 @@ def check_text(field_name: str, value: object, max_chars: int) -> str:
         raise RAGValidationError(field_name, "must not be empty")
     if len(value) > max_chars:
         raise RAGValidationError(field_name, f"at most {max_chars} characters allowed, got {len(value)}")
+    if "\x00" in value:
+        raise RAGValidationError(field_name, "must not contain NUL characters")
     return value
 
 

@@ -1,0 +1,110 @@
+"""Ingestion throughput: chunk-and-store with a trivial embedder, and the pipeline's
+overhead over the default local embedder's own time. Prints JSON.
+
+    .venv/bin/python bench/ingest.py [--chunks 100000] [--local-docs 300]
+
+Runs against the configured database (the embedded one unless DATABASE_URL is set),
+in a throwaway tenant that is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from collections.abc import Sequence
+
+from _common import bench_tenant, emit, passages, setup_django
+
+
+class TrivialEmbedder:
+    """Precomputed-cost-free vectors: measures everything but the model."""
+
+    model_id = "bench/trivial"
+    dimension = 384
+
+    def __init__(self) -> None:
+        rng = random.Random(1)
+        self._table = []
+        for _ in range(997):
+            v = [rng.gauss(0, 1) for _ in range(self.dimension)]
+            n = math.sqrt(sum(x * x for x in v))
+            self._table.append([x / n for x in v])
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        return [self._table[hash(t) % len(self._table)] for t in texts]
+
+
+class TimedEmbedder:
+    """Wraps an embedder and adds up the time spent inside it."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id  # type: ignore[attr-defined]
+        self.dimension = inner.dimension  # type: ignore[attr-defined]
+        self.seconds = 0.0
+        self.texts = 0
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        started = time.perf_counter()
+        try:
+            return await self.inner.embed(texts, kind=kind)  # type: ignore[attr-defined]
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.texts += len(texts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=1000, help="documents per ingest call")
+    parser.add_argument("--local-docs", type=int, default=300)
+    args = parser.parse_args()
+    setup_django()
+    from asgiref.sync import async_to_sync
+    from django.db import connection
+
+    from knowledge import rag
+
+    result: dict[str, object] = {"benchmark": "ingest", "database": connection.settings_dict["HOST"] or "localhost"}
+    texts = passages(args.chunks, words_per=150, seed=1)  # ~1,000 characters: one chunk per document
+    with bench_tenant("bench-ingest") as tenant:
+        service = rag.postgres(TrivialEmbedder(), namespace=tenant.slug)  # type: ignore[attr-defined]
+        started = time.perf_counter()
+        stored = 0
+        for start in range(0, len(texts), args.batch):
+            docs = [rag.RAGDocument(f"doc-{i}", texts[i]) for i in range(start, min(start + args.batch, len(texts)))]
+            stored += async_to_sync(service.ingest)(docs)
+        elapsed = time.perf_counter() - started
+        result["trivial_embedder"] = {
+            "chunks": stored, "seconds": round(elapsed, 2), "chunks_per_second": round(stored / elapsed, 1),
+            "documents_per_request": args.batch,
+        }
+        # Re-ingesting unchanged documents: no embedding, same replacement work.
+        started = time.perf_counter()
+        docs = [rag.RAGDocument(f"doc-{i}", texts[i]) for i in range(args.batch)]
+        async_to_sync(service.ingest)(docs)
+        result["trivial_embedder"]["reingest_unchanged_chunks_per_second"] = round(args.batch / (time.perf_counter() - started), 1)
+
+    local_texts = passages(args.local_docs, words_per=200, seed=2)
+    with bench_tenant("bench-ingest-local") as tenant:
+        embedder = TimedEmbedder(rag.LocalEmbedder())
+        rag.LocalEmbedder().load()  # model load is start-up cost, not per-ingest cost
+        service = rag.postgres(embedder, namespace=tenant.slug)  # type: ignore[attr-defined]
+        started = time.perf_counter()
+        stored = 0
+        for start in range(0, len(local_texts), 100):
+            docs = [rag.RAGDocument(f"doc-{i}", local_texts[i]) for i in range(start, min(start + 100, len(local_texts)))]
+            stored += async_to_sync(service.ingest)(docs)
+        total = time.perf_counter() - started
+        result["local_embedder"] = {
+            "chunks": stored, "seconds": round(total, 2), "embedder_seconds": round(embedder.seconds, 2),
+            "chunks_per_second": round(stored / total, 1),
+            "pipeline_overhead_percent": round(100 * (total - embedder.seconds) / embedder.seconds, 2),
+        }
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Search latency per mode at N chunks, beside in-process references, as JSON.
+
+    .venv/bin/python bench/search_latency.py [--sizes 10000,100000] [--queries 200]
+
+Chunks are windows of real scientific text (SciFact) so term statistics are
+natural. Vectors are *perturbed real embeddings*: 1,000 passages embedded with
+the local model, each reused with Gaussian noise; random unit vectors would make
+any ANN recall figure meaningless. Query vectors are real embeddings of short
+queries. Query embedding is excluded from every timing. References, timed on
+the same queries in the same run: bm25s (keyword), NumPy exact dot product
+(semantic), both plus RRF (hybrid). ``semantic_recall@10`` compares the
+database's semantic top 10 with NumPy's exact top 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from _common import bench_tenant, emit, passages, setup_django
+
+DIM = 384
+
+
+def pctl(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    return {"p50_ms": round(pctl(times, 50), 2), "p95_ms": round(pctl(times, 95), 2), "mean_ms": round(statistics.fmean(times), 2)}
+
+
+class TableEmbedder:
+    """Hands out precomputed vectors by text (the model cost was paid up front)."""
+
+    model_id = "bench/perturbed-minilm"
+    dimension = DIM
+
+    def __init__(self, table: dict[str, list[float]]) -> None:
+        self.table = table
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        return [self.table[t] for t in texts]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--noise", type=float, default=0.04, help="per-dimension sigma of the perturbation")
+    args = parser.parse_args()
+    setup_django()
+    import bm25s
+    from asgiref.sync import async_to_sync
+    from django.db import connection
+
+    from knowledge import rag
+    from knowledge.rag.backends.postgres import PostgresBackend
+    from knowledge.rag.fusion import rrf
+
+    local = rag.LocalEmbedder()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    biggest = max(sizes)
+    texts = passages(biggest, words_per=120, seed=11)
+    base_texts = texts[:1000]
+    base = np.array(async_to_sync(local.embed)(base_texts), dtype=np.float64)
+    rng = np.random.default_rng(5)
+    query_texts = [" ".join(p.split()[:8]) for p in passages(args.queries, words_per=40, seed=99)]
+    query_vectors = np.array(async_to_sync(local.embed)(query_texts, kind="query"), dtype=np.float64)
+
+    result: dict[str, object] = {"benchmark": "search_latency", "limit": args.limit, "queries": args.queries,
+                                 "database": connection.settings_dict["HOST"] or "localhost", "sizes": {}}
+    for n in sizes:
+        vectors = base[np.arange(n) % len(base)] + rng.normal(0, args.noise, size=(n, DIM))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        table = {texts[i]: vectors[i].tolist() for i in range(n)}
+        with bench_tenant(f"bench-search-{n}") as tenant:
+            service = rag.postgres(TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
+            started = time.perf_counter()
+            for start in range(0, n, 1000):
+                docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + 1000, n))]
+                async_to_sync(service.ingest)(docs)
+            ingest_s = time.perf_counter() - started
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE knowledge_chunk")
+            backend = PostgresBackend()
+            figures: dict[str, object] = {"ingest_seconds": round(ingest_s, 1)}
+            db_semantic: list[list[str]] = []
+            for mode in rag.SearchMode:
+                times = []
+                for qi, text in enumerate(query_texts):
+                    query = rag.RAGQuery(text, tenant.slug, mode=mode, limit=args.limit,  # type: ignore[attr-defined]
+                                         vector=None if mode is rag.SearchMode.KEYWORD else tuple(query_vectors[qi]),
+                                         embedding_model=TableEmbedder.model_id)
+                    started = time.perf_counter()
+                    hits = async_to_sync(backend.search)(query)
+                    times.append((time.perf_counter() - started) * 1000)
+                    if mode is rag.SearchMode.SEMANTIC:
+                        db_semantic.append([h.chunk.document_id for h in hits])
+                figures[mode.value] = summary(times)
+
+            # References over the same data, in process.
+            retriever = bm25s.BM25()
+            retriever.index(bm25s.tokenize(texts[:n], stopwords="en", show_progress=False), show_progress=False)
+            kw_times, sem_times, hyb_times, recalls = [], [], [], []
+            for qi, text in enumerate(query_texts):
+                started = time.perf_counter()
+                tokens = bm25s.tokenize([text], stopwords="en", show_progress=False)
+                if tokens.vocab:
+                    retriever.retrieve(tokens, k=min(100, n), show_progress=False)
+                kw_times.append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                scores = vectors @ query_vectors[qi]
+                top = np.argpartition(-scores, args.limit)[: args.limit]
+                exact = [f"c{i}" for i in top[np.argsort(-scores[top])]]
+                sem_times.append((time.perf_counter() - started) * 1000)
+                recalls.append(len(set(exact) & set(db_semantic[qi])) / args.limit)
+                started = time.perf_counter()
+                if tokens.vocab:
+                    kw_docs, _ = retriever.retrieve(tokens, k=min(100, n), show_progress=False)
+                    kw_ids = [f"c{i}" for i in kw_docs[0]]
+                else:
+                    kw_ids = []
+                top100 = np.argpartition(-scores, 100)[:100]
+                sem_ids = [f"c{i}" for i in top100[np.argsort(-scores[top100])]]
+                rrf([kw_ids, sem_ids])[: args.limit]
+                hyb_times.append((time.perf_counter() - started) * 1000)
+            figures["reference"] = {"keyword_bm25s": summary(kw_times), "semantic_numpy": summary(sem_times),
+                                    "hybrid_bm25s_numpy_rrf": summary(hyb_times)}
+            figures["ratio_p95"] = {
+                "keyword": round(figures["keyword"]["p95_ms"] / max(figures["reference"]["keyword_bm25s"]["p95_ms"], 1e-3), 2),  # type: ignore[index]
+                "semantic": round(figures["semantic"]["p95_ms"] / max(figures["reference"]["semantic_numpy"]["p95_ms"], 1e-3), 2),  # type: ignore[index]
+                "hybrid": round(figures["hybrid"]["p95_ms"] / max(figures["reference"]["hybrid_bm25s_numpy_rrf"]["p95_ms"], 1e-3), 2),  # type: ignore[index]
+            }
+            figures["semantic_recall@10"] = round(statistics.fmean(recalls), 4)
+            result["sizes"][str(n)] = figures  # type: ignore[index]
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

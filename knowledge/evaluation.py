@@ -1,0 +1,134 @@
+"""Retrieval quality on BEIR-format folders (corpus.jsonl, queries.jsonl, qrels.tsv).
+
+Used by ``manage.py evaluate`` and ``manage.py ingest_beir``. Hits are chunks;
+they are mapped to their documents (first occurrence wins) before scoring, as
+BEIR judges documents. nDCG uses trec_eval's linear gain.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from asgiref.sync import async_to_sync
+
+from accounts.models import Tenant
+from knowledge import rag
+from knowledge.services import knowledge_service
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    ndcg_at_10: float
+    recall_at_100: float
+    p50_ms: float
+    p95_ms: float
+    queries: int
+
+    def as_json(self) -> dict[str, float | int]:
+        return {"ndcg@10": round(self.ndcg_at_10, 4), "recall@100": round(self.recall_at_100, 4),
+                "p50_ms": round(self.p50_ms, 2), "p95_ms": round(self.p95_ms, 2), "queries": self.queries}
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path.name} line {number}: not valid JSON ({exc.msg})") from None
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """``{query id: {document id: relevance}}``, relevance > 0 only; the header row is skipped."""
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for row in csv.reader(fh, delimiter="\t"):
+            if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
+                continue  # header or blank
+            if int(row[2]) > 0:
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    return qrels
+
+
+def ingest_beir_corpus(*, tenant: Tenant, corpus: Path, batch_size: int = 100, progress: Callable[[int], object] | None = None) -> tuple[int, int]:
+    """Index every corpus.jsonl record (``_id``, ``title``, ``text``); returns (documents, chunks)."""
+    service = knowledge_service(tenant=tenant)
+    batch: list[rag.RAGDocument] = []
+    documents = chunks = 0
+
+    def flush() -> None:
+        nonlocal chunks, documents
+        if batch:
+            chunks += async_to_sync(service.ingest)(batch, actor="beir")
+            documents += len(batch)
+            if progress:
+                progress(len(batch))
+            batch.clear()
+
+    for record in read_jsonl(corpus):
+        text = str(record.get("text") or "").strip()
+        title = str(record.get("title") or "").strip() or None
+        if not text and title:
+            text, title = title, None
+        if not text:
+            continue  # BEIR corpora contain a few empty records; nothing to index
+        batch.append(rag.RAGDocument(str(record["_id"]), text, title=title, metadata={"dataset": corpus.parent.name}))
+        if len(batch) >= batch_size:
+            flush()
+    flush()
+    return documents, chunks
+
+
+def ndcg_at_k(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(rel / math.log2(i + 2) for i, rel in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at_k(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def evaluate_modes(
+    *, tenant: Tenant, folder: Path, modes: list[rag.SearchMode], qrels_file: str = "qrels.tsv",
+    progress: Callable[[int], object] | None = None, rerank: bool = False,
+) -> dict[str, ModeResult]:
+    """Run every judged query in every mode; latency includes query embedding."""
+    qrels = read_qrels(folder / qrels_file)
+    queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / "queries.jsonl") if str(q["_id"]) in qrels]
+    service = knowledge_service(tenant=tenant)
+    results: dict[str, ModeResult] = {}
+    for mode in modes:
+        ndcgs, recalls, latencies = [], [], []
+        for query_id, text in queries:
+            started = time.perf_counter()
+            hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank)
+            latencies.append((time.perf_counter() - started) * 1000)
+            ranked = list(dict.fromkeys(h.chunk.document_id for h in hits))
+            ndcgs.append(ndcg_at_k(ranked, qrels[query_id]))
+            recalls.append(recall_at_k(ranked, qrels[query_id]))
+            if progress:
+                progress(1)
+        results[mode.value] = ModeResult(
+            ndcg_at_10=statistics.fmean(ndcgs) if ndcgs else 0.0,
+            recall_at_100=statistics.fmean(recalls) if recalls else 0.0,
+            p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), queries=len(queries),
+        )
+    return results

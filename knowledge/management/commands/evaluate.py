@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json as jsonlib
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from accounts.services import tenant_create
+from knowledge import rag
+from knowledge.evaluation import evaluate_modes, ingest_beir_corpus, read_jsonl
+from knowledge.models import Document
+
+
+class Command(BaseCommand):
+    help = (
+        "Measure retrieval quality on a BEIR folder (corpus.jsonl, queries.jsonl, qrels.tsv): nDCG@10, "
+        "Recall@100 and p50/p95 latency per mode. Ingests the corpus into the tenant first when needed."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("folder", type=Path)
+        parser.add_argument("--tenant", required=True, help="Tenant to evaluate in (created when missing).")
+        parser.add_argument("--modes", default="keyword,semantic,hybrid")
+        parser.add_argument("--qrels", default="qrels.tsv", help="Judgements file in the folder (e.g. qrels_train.tsv).")
+        parser.add_argument("--rerank", action="store_true", help="Hybrid: re-rank fused candidates by cosine similarity.")
+        parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
+
+    def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, rerank: bool, json: bool, **options: Any) -> None:
+        for name in ("corpus.jsonl", "queries.jsonl", qrels):
+            if not (folder / name).is_file():
+                raise CommandError(f"{folder / name} not found: a BEIR folder holds corpus.jsonl, queries.jsonl and {qrels}")
+        try:
+            wanted = [rag.SearchMode.parse(m.strip()) for m in modes.split(",") if m.strip()]
+        except rag.RAGValidationError as exc:
+            raise CommandError(f"--modes: {exc.message}") from None
+        found, _ = tenant_create(slug=tenant)
+        quiet = json
+        corpus = folder / "corpus.jsonl"
+        expected = sum(1 for r in read_jsonl(corpus) if str(r.get("text") or r.get("title") or "").strip())
+        if Document.objects.filter(tenant=found).count() < expected:
+            with tqdm(total=expected, desc="ingest", unit="doc", disable=quiet) as bar:
+                ingest_beir_corpus(tenant=found, corpus=corpus, progress=bar.update)
+        with tqdm(desc="queries", unit="query", disable=quiet) as bar:
+            results = evaluate_modes(tenant=found, folder=folder, modes=wanted, qrels_file=qrels, progress=bar.update, rerank=rerank)
+        report = {"dataset": folder.resolve().name, "tenant": found.slug, "qrels": qrels,
+                  "modes": {mode: r.as_json() for mode, r in results.items()}}
+        if json:
+            self.stdout.write(_json_dumps(report))
+            return
+        self.stdout.write(f"{report['dataset']} ({qrels}), tenant {found.slug}")
+        for mode, r in results.items():
+            self.stdout.write(f"  {mode:<9} nDCG@10 {r.ndcg_at_10:.4f}  Recall@100 {r.recall_at_100:.4f}  "
+                              f"p50 {r.p50_ms:.1f} ms  p95 {r.p95_ms:.1f} ms  ({r.queries} queries)")
+
+
+def _json_dumps(value: object) -> str:
+    return jsonlib.dumps(value)

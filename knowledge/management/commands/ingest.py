@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from accounts.selectors import tenant_get
+from knowledge import rag
+from knowledge.extraction import ExtractionError, extract
+from knowledge.services import document_ingest
+
+SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx"}
+
+
+def document_id_for(path: Path, root: Path) -> str:
+    """A stable id from the path below ``root`` (what a re-run of the same folder finds again)."""
+    relative = path.relative_to(root) if path.is_relative_to(root) else Path(path.name)
+    cleaned = re.sub(r"[^A-Za-z0-9._/@+=-]+", "-", relative.as_posix()).strip("-./") or "document"
+    return cleaned[:200]
+
+
+class Command(BaseCommand):
+    help = "Index files or folders (txt, md, html, pdf, docx) into a tenant, with progress and a summary."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("paths", nargs="+", type=Path)
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--actor", default="cli")
+
+    def handle(self, *args: Any, paths: list[Path], tenant: str, actor: str, **options: Any) -> None:
+        found = tenant_get(slug=tenant)
+        if found is None:
+            raise CommandError(f"tenant {tenant!r} does not exist; create it with `manage.py create_tenant {tenant}`")
+        files: list[tuple[Path, Path]] = []
+        for path in paths:
+            if path.is_dir():
+                files += [(f, path) for f in sorted(path.rglob("*")) if f.is_file() and f.suffix.lower() in SUFFIXES]
+            elif path.is_file():
+                files.append((path, path.parent))
+            else:
+                raise CommandError(f"{path}: no such file or folder")
+        documents = chunks = 0
+        failures: list[str] = []
+        for path, root in tqdm(files, desc="ingest", unit="file", disable=not files):
+            try:
+                extracted = extract(path.read_bytes(), filename=path.name)
+                doc = rag.RAGDocument(
+                    document_id_for(path, root), extracted.text, title=extracted.title or path.stem,
+                    uri=path.resolve().as_uri(), metadata={"source_name": path.name},
+                )
+                chunks += document_ingest(tenant=found, documents=[doc], actor=actor)
+                documents += 1
+            except (ExtractionError, rag.RAGError, ValueError, OSError) as exc:
+                failures.append(f"{path}: {exc}")
+        for line in failures:
+            self.stderr.write(f"failed: {line}")
+        self.stdout.write(f"{documents} documents, {chunks} chunks, {len(failures)} failures")
+        if failures and not documents:
+            raise CommandError("nothing was indexed")

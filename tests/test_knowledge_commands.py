@@ -1,0 +1,101 @@
+"""Management commands: ingest, ingest_beir, evaluate, demo_corpus."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import docx
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from knowledge.models import AuditEvent, Chunk, Document
+from knowledge.services import demo_corpus_ingest
+from tests.factories import make_tenant
+
+
+def test_ingest_command_indexes_a_folder_and_reports_failures(db: None, tmp_path: Path) -> None:
+    make_tenant("acme")
+    (tmp_path / "notes.txt").write_text("Plain notes about otters and rivers.")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "page.html").write_text("<html><head><title>Otter page</title><script>evil()</script></head><body><p>Otters hold hands.</p></body></html>")
+    document = docx.Document()
+    document.add_paragraph("A Word file about beavers.")
+    document.save(tmp_path / "beavers.docx")
+    (tmp_path / "empty.md").write_text("")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("ingest", str(tmp_path), "--tenant", "acme", stdout=out, stderr=err)
+    assert out.getvalue().strip().endswith("3 documents, 3 chunks, 1 failures")
+    assert "empty.md is empty" in err.getvalue()
+    docs = dict(Document.objects.values_list("external_id", "title"))
+    assert docs == {"notes.txt": "notes", "sub/page.html": "Otter page", "beavers.docx": "beavers"}
+    assert "evil" not in Chunk.objects.get(chunk_id="sub/page.html:0").text
+    assert AuditEvent.objects.filter(actor="cli").count() == 3
+
+
+def test_ingest_command_needs_an_existing_tenant(db: None, tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="tenant 'ghost' does not exist"):
+        call_command("ingest", str(tmp_path), "--tenant", "ghost")
+
+
+def write_beir(folder: Path) -> None:
+    corpus = [
+        {"_id": "d1", "title": "Otters", "text": "Sea otters use rocks as tools to open shellfish."},
+        {"_id": "d2", "title": "Beavers", "text": "Beavers build dams from branches and mud across streams."},
+        {"_id": "d3", "title": "Owls", "text": "Owls hunt at night with silent flight and sharp hearing."},
+        {"_id": "d4", "title": "", "text": ""},
+    ]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(r) for r in corpus))
+    queries = [{"_id": "q1", "text": "which animal uses tools to crack shells?"},
+               {"_id": "q2", "text": "animals that construct dams"},
+               {"_id": "q3", "text": "a query without judgements"}]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+
+
+def test_ingest_beir_command(db: None, tmp_path: Path) -> None:
+    make_tenant("beir")
+    write_beir(tmp_path)
+    out = io.StringIO()
+    call_command("ingest_beir", str(tmp_path), "--tenant", "beir", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().strip() == "3 documents, 3 chunks"
+    assert Document.objects.get(external_id="d1").title == "Otters"
+
+
+def test_evaluate_prints_json_per_mode_and_reuses_embeddings(db: None, tmp_path: Path) -> None:
+    write_beir(tmp_path)
+    out = io.StringIO()
+    call_command("evaluate", str(tmp_path), "--tenant", "evalset", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["dataset"] == tmp_path.name and set(report["modes"]) == {"keyword", "semantic", "hybrid"}
+    for mode, figures in report["modes"].items():
+        assert figures["queries"] == 2
+        assert set(figures) == {"ndcg@10", "recall@100", "p50_ms", "p95_ms", "queries"}
+        assert figures["recall@100"] == 1.0, mode  # three documents: everything relevant is retrieved
+    assert report["modes"]["semantic"]["ndcg@10"] == 1.0
+    chunks_before = list(Chunk.objects.values_list("id", flat=True))
+    call_command("evaluate", str(tmp_path), "--tenant", "evalset", "--modes", "keyword", "--json", stdout=io.StringIO())
+    assert list(Chunk.objects.values_list("id", flat=True)) == chunks_before, "a re-run does not re-ingest"
+
+
+def test_evaluate_rejects_unknown_modes_and_missing_files(db: None, tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="corpus.jsonl not found"):
+        call_command("evaluate", str(tmp_path), "--tenant", "x")
+    write_beir(tmp_path)
+    with pytest.raises(CommandError, match="must be one of keyword, semantic, hybrid"):
+        call_command("evaluate", str(tmp_path), "--tenant", "x", "--modes", "keyword,fuzzy")
+
+
+def test_demo_corpus_answers_questions_about_quarry(db: None) -> None:
+    from asgiref.sync import async_to_sync
+
+    from knowledge.services import knowledge_service
+
+    tenant = make_tenant("DEFAULT")
+    assert demo_corpus_ingest(tenant=tenant) >= 5
+    hits = async_to_sync(knowledge_service(tenant=tenant).search)("How can I add files to the knowledge base?")
+    assert hits[0].chunk.document_id == "demo/uploading-documents"
+    again = demo_corpus_ingest(tenant=tenant)
+    assert Document.objects.filter(tenant=tenant, version=2).count() == 5 and again >= 5

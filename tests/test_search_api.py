@@ -1,0 +1,101 @@
+"""POST /v1/search and /v1/chunks/fetch: roles, tenancy, bounds as 400s."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from knowledge import rag
+from tests.conftest import World
+
+
+@pytest.fixture
+def indexed(world: World) -> World:
+    """acme and globex each hold documents; they share a document id."""
+    docs = [
+        rag.RAGDocument("guide", "Editors upload files in the admin; uploads are processed in the background.",
+                        title="Uploading", metadata={"team": "support", "year": 2024}),
+        rag.RAGDocument("modes", "Keyword search uses BM25 while semantic search compares embeddings.",
+                        title="Search modes", metadata={"team": "search", "year": 2025}),
+    ]
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)(docs)
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)(
+        [rag.RAGDocument("guide", "Globex confidential: quarterly upload numbers for the board.")]
+    )
+    return world
+
+
+def test_reader_searches_in_hybrid_mode_by_default(indexed: World) -> None:
+    response = indexed.client(indexed.teammate).post("/v1/search", {"query": "how do I upload files?"}, format="json")
+    assert response.status_code == 200
+    hits = response.json()["hits"]
+    assert hits[0]["chunk_id"] == "guide:0" and hits[0]["document_id"] == "guide"
+    assert set(hits[0]) == {"chunk_id", "document_id", "title", "uri", "text", "metadata", "start_char", "end_char",
+                            "score", "rrf_rank", "semantic_similarity"}
+    assert hits[0]["rrf_rank"] == 1 and hits[0]["semantic_similarity"] > 0.3
+    assert all("Globex" not in h["text"] for h in hits)
+
+
+def test_search_modes_filters_and_limit(indexed: World) -> None:
+    client = indexed.client(indexed.teammate)
+    keyword = client.post("/v1/search", {"query": "BM25", "mode": "keyword"}, format="json").json()["hits"]
+    assert [h["chunk_id"] for h in keyword] == ["modes:0"] and keyword[0]["rrf_rank"] is None
+    filtered = client.post("/v1/search", {"query": "search upload", "filters": {"team": ["support"]}, "limit": 5}, format="json")
+    assert [h["document_id"] for h in filtered.json()["hits"]] == ["guide"]
+
+
+def test_outsider_cannot_search_our_tenant(indexed: World) -> None:
+    response = indexed.client(indexed.outsider).post("/v1/search", {"query": "upload", "tenant": "acme"}, format="json")
+    assert response.status_code == 404
+
+
+def test_anonymous_search_is_401(indexed: World) -> None:
+    from rest_framework.test import APIClient
+
+    assert APIClient().post("/v1/search", {"query": "upload"}, format="json").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "phrase"),
+    [
+        ({"query": "x", "limit": 0}, "limit", "greater than or equal to 1"),
+        ({"query": "x", "limit": 101}, "limit", "less than or equal to 100"),
+        ({"query": ""}, "query", "may not be blank"),
+        ({"query": "   "}, "query", "must not be empty"),
+        ({"query": "x" * 16_385}, "query", "no more than 16384 characters"),
+        ({"query": "x", "mode": "fuzzy"}, "mode", "not a valid choice"),
+        ({"query": "x", "filters": {"a": {"b": 1}}}, "filters.a", "nested"),
+        ({"query": "x", "filters": {f"f{i}": 1 for i in range(65)}}, "filters", "at most 64 fields"),
+        ({"query": "x", "filters": {"a": list(range(101))}}, "filters.a", "at most 100 values"),
+        ({"query": "x", "filters": "team=support"}, "filters", "Expected a dictionary"),
+        ({"query": "x", "min_score": "high"}, "min_score", "valid number"),
+        ({}, "query", "required"),
+    ],
+)
+def test_every_bound_is_a_400_naming_the_field(indexed: World, body: dict[str, object], field: str, phrase: str) -> None:
+    response = indexed.client(indexed.teammate).post("/v1/search", body, format="json")
+    assert response.status_code == 400, response.content
+    fields = response.json()["fields"]
+    assert field in fields and phrase in " ".join(fields[field])
+
+
+def test_malformed_json_search_is_400(indexed: World) -> None:
+    response = indexed.client(indexed.teammate).generic("POST", "/v1/search", "{nope", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"] == "parse_error"
+
+
+def test_fetch_returns_requested_order_and_omits_missing_and_foreign(indexed: World) -> None:
+    client = indexed.client(indexed.teammate)
+    response = client.post("/v1/chunks/fetch", {"ids": ["modes:0", "ghost:0", "guide:0"]}, format="json")
+    assert response.status_code == 200
+    assert [c["chunk_id"] for c in response.json()["chunks"]] == ["modes:0", "guide:0"]
+    assert "Globex" not in response.json()["chunks"][1]["text"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"ids": []}, "ids"), ({"ids": "guide:0"}, "ids"), ({"ids": ["no ordinal"]}, "ids"), ({"ids": [f"d:{i}" for i in range(1001)]}, "ids")],
+)
+def test_fetch_bounds_are_400(indexed: World, body: dict[str, object], field: str) -> None:
+    response = indexed.client(indexed.teammate).post("/v1/chunks/fetch", body, format="json")
+    assert response.status_code == 400 and field in response.json()["fields"]
