@@ -108,12 +108,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def evaluate_modes(
     *, tenant: Tenant, folder: Path, modes: list[rag.SearchMode], qrels_file: str = "qrels.tsv",
-    progress: Callable[[int], object] | None = None, rerank: bool = False,
+    queries_file: str = "queries.jsonl", progress: Callable[[int], object] | None = None, rerank: bool = False,
+    service: rag.RAGService | None = None,
 ) -> dict[str, ModeResult]:
     """Run every judged query in every mode; latency includes query embedding."""
     qrels = read_qrels(folder / qrels_file)
-    queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / "queries.jsonl") if str(q["_id"]) in qrels]
-    service = knowledge_service(tenant=tenant)
+    queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
+    service = service or knowledge_service(tenant=tenant)
     results: dict[str, ModeResult] = {}
     for mode in modes:
         ndcgs, recalls, latencies = [], [], []

@@ -127,8 +127,37 @@ class TermStat(models.Model):
         ]
 
 
+class Posting(models.Model):
+    """One lexeme of one chunk, for keyword search that reads only what it ranks.
+
+    A query reads, for each of its terms, the postings with the highest
+    ``impact`` (BM25's term-frequency part, length-normalized) from one index
+    range, instead of scoring every chunk that matches any term. Rows change in
+    the same transaction as their chunk.
+    """
+
+    pk = models.CompositePrimaryKey("chunk", "lexeme")  # also the index for removing a chunk's postings
+    # No database-level foreign keys: the backend inserts ~100 postings per chunk
+    # and removes them with the chunk itself, so per-row constraint checks buy nothing.
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
+    lexeme = models.TextField()
+    tf = models.IntegerField()  # occurrences of the lexeme in the chunk (capped at 256 by tsvector)
+    dl = models.IntegerField()  # the chunk's length: its number of distinct lexemes
+    impact = models.FloatField()  # tf / (tf + k1 * (1 - b + b * dl / avgdl)) with avgdl when written
+
+    class Meta:
+        indexes = [
+            # Keyword search: the top postings of one term in one tenant, best first, index-only.
+            models.Index(fields=["tenant", "lexeme", "-impact"], include=["chunk", "tf", "dl"], name="posting_term_impact"),
+        ]
+
+
 class CorpusStat(models.Model):
-    """Per-tenant chunk count and total token count (BM25's N and average length)."""
+    """Per-tenant chunk count and total length (BM25's N and average document length).
+
+    A chunk's length is its number of distinct lexemes, ``length(search_vector)``.
+    """
 
     tenant = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, primary_key=True, related_name="+")
     chunk_count = models.BigIntegerField(default=0)

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, TermStat
+from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, Posting, TermStat
 from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
@@ -397,11 +397,14 @@ def test_postgres_term_statistics_follow_ingest_and_delete(db: None) -> None:
 
     run(service.ingest, [RAGDocument("a", "otters swim in the river"), RAGDocument("b", "beavers build in the river")])
     assert stats() == (2, 6, {"otter": 1, "beaver": 1, "river": 2})
-    run(service.ingest, [RAGDocument("a", "otters otters everywhere")])
-    assert stats() == (2, 6, {"otter": 1, "beaver": 1, "river": 1})
+    assert Posting.objects.filter(tenant=tenant).count() == 6
+    run(service.ingest, [RAGDocument("a", "otters otters everywhere")])  # length = distinct lexemes
+    assert stats() == (2, 5, {"otter": 1, "beaver": 1, "river": 1})
+    assert Posting.objects.get(tenant=tenant, lexeme="otter").tf == 2
     run(service.delete, ["b"])
-    assert stats() == (1, 3, {"otter": 1})
+    assert stats() == (1, 2, {"otter": 1})
     assert Chunk.objects.count() == 1 and Document.objects.get().version == 2
+    assert sorted(Posting.objects.filter(tenant=tenant).values_list("lexeme", flat=True)) == ["everywher", "otter"]
 
 
 def test_postgres_document_row_describes_current_chunks(db: None) -> None:
@@ -418,3 +421,18 @@ def test_postgres_unknown_namespace_is_a_clear_error(db: None) -> None:
         run(rag.postgres(None, namespace="ghost").ingest, [DOCS[0]])
     assert run(rag.postgres(None, namespace="ghost").search, "x", mode="keyword") == []
     assert Tenant.objects.filter(slug="ghost").count() == 0
+
+
+@pytest.mark.parametrize("using", ["default", pytest.param("stock", marks=needs_stock)])
+def test_postgres_keyword_fast_path_falls_back_to_exact_under_selective_filters(using: str) -> None:
+    """With 3 postings read per term, a filter keeping 1 in 10 chunks would leave the page short."""
+    from knowledge.rag.backends.postgres import PostgresBackend
+
+    Tenant.objects.using(using).get_or_create(slug="acme")
+    docs = [RAGDocument(f"d{i}", f"common words appear in document {i}", metadata={"keep": i % 10 == 0}) for i in range(100)]
+    run(rag.service(PostgresBackend(using), None, namespace="acme").ingest, docs)
+    tight = rag.service(PostgresBackend(using, postings_per_term=3), None, namespace="acme")
+    hits = run(tight.search, "common words", mode="keyword", limit=10, filters={"keep": True})
+    assert sorted(h.chunk.document_id for h in hits) == sorted(f"d{i}" for i in range(0, 100, 10))
+    unfiltered = run(tight.search, "common words", mode="keyword", limit=10)
+    assert len(unfiltered) == 10

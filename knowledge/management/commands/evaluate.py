@@ -24,11 +24,12 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="Tenant to evaluate in (created when missing).")
         parser.add_argument("--modes", default="keyword,semantic,hybrid")
         parser.add_argument("--qrels", default="qrels.tsv", help="Judgements file in the folder (e.g. qrels_train.tsv).")
+        parser.add_argument("--queries", default="queries.jsonl", help="Queries file in the folder (e.g. queries_all.jsonl).")
         parser.add_argument("--rerank", action="store_true", help="Hybrid: re-rank fused candidates by cosine similarity.")
         parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
 
-    def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, rerank: bool, json: bool, **options: Any) -> None:
-        for name in ("corpus.jsonl", "queries.jsonl", qrels):
+    def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, queries: str, rerank: bool, json: bool, **options: Any) -> None:
+        for name in ("corpus.jsonl", queries, qrels):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder / name} not found: a BEIR folder holds corpus.jsonl, queries.jsonl and {qrels}")
         try:
@@ -43,7 +44,8 @@ class Command(BaseCommand):
             with tqdm(total=expected, desc="ingest", unit="doc", disable=quiet) as bar:
                 ingest_beir_corpus(tenant=found, corpus=corpus, progress=bar.update)
         with tqdm(desc="queries", unit="query", disable=quiet) as bar:
-            results = evaluate_modes(tenant=found, folder=folder, modes=wanted, qrels_file=qrels, progress=bar.update, rerank=rerank)
+            results = evaluate_modes(tenant=found, folder=folder, modes=wanted, qrels_file=qrels, queries_file=queries,
+                                     progress=bar.update, rerank=rerank)
         report = {"dataset": folder.resolve().name, "tenant": found.slug, "qrels": qrels,
                   "modes": {mode: r.as_json() for mode, r in results.items()}}
         if json:

@@ -31,10 +31,16 @@ from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, Se
 class PostgresBackend:
     """Chunks in ``knowledge_chunk``; namespaces are tenant slugs."""
 
-    def __init__(self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH) -> None:
+    def __init__(
+        self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
+        postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = q.BM25_K1, b: float = q.BM25_B,
+    ) -> None:
         self.using = using
         self.hybrid_depth = hybrid_depth
         self.ef_search = ef_search
+        self.postings_per_term = postings_per_term
+        self.k1 = float(k1)
+        self.b = float(b)
         self._pgvector: bool | None = None
 
     async def start(self) -> None:
@@ -140,7 +146,7 @@ class PostgresBackend:
         cursor.execute(
             """
             WITH terms AS (
-                SELECT u.lexeme, count(*) AS df, sum(coalesce(array_length(u.positions, 1), 1)) AS tokens
+                SELECT u.lexeme, count(*) AS df, count(*) AS tokens
                 FROM knowledge_chunk c, unnest(c.search_vector) u
                 WHERE c.tenant_id = %s AND c.document_id = ANY(%s)
                 GROUP BY u.lexeme
@@ -158,14 +164,36 @@ class PostgresBackend:
             """,
             [tenant_id, doc_pks, tenant_id, tenant_id, tenant_id, doc_pks],
         )
+        # Postings, with impact normalized by the average length as it now stands.
+        cursor.execute(
+            f"""
+            INSERT INTO knowledge_posting (chunk_id, lexeme, tenant_id, tf, dl, impact)
+            SELECT c.id, u.lexeme, c.tenant_id, coalesce(array_length(u.positions, 1), 1), length(c.search_vector),
+                   coalesce(array_length(u.positions, 1), 1)::float8
+                   / (coalesce(array_length(u.positions, 1), 1)
+                      + {q.BM25_K1} * (1 - {q.BM25_B} + {q.BM25_B} * length(c.search_vector) / s.avgdl))
+            FROM knowledge_chunk c
+            CROSS JOIN (
+                SELECT greatest(coalesce(token_count::float8 / nullif(chunk_count, 0), 1), 1) AS avgdl
+                FROM knowledge_corpusstat WHERE tenant_id = %s
+            ) s
+            CROSS JOIN LATERAL unnest(c.search_vector) u
+            WHERE c.tenant_id = %s AND c.document_id = ANY(%s)
+            """,
+            [tenant_id, tenant_id, doc_pks],
+        )
 
     def _stats_remove(self, cursor: Any, tenant_id: int, where: str, params: list[object]) -> None:
+        cursor.execute(
+            f"DELETE FROM knowledge_posting WHERE chunk_id IN (SELECT c.id FROM knowledge_chunk c WHERE c.tenant_id = %s AND c.{where})",
+            [tenant_id, *params],
+        )
         cursor.execute(
             f"""
             WITH gone AS (
                 SELECT c.search_vector FROM knowledge_chunk c WHERE c.tenant_id = %s AND c.{where}
             ), terms AS (
-                SELECT u.lexeme, count(*) AS df, sum(coalesce(array_length(u.positions, 1), 1)) AS tokens
+                SELECT u.lexeme, count(*) AS df, count(*) AS tokens
                 FROM gone, unnest(gone.search_vector) u GROUP BY u.lexeme
             ), dec AS (
                 UPDATE knowledge_termstat t SET df = t.df - terms.df
@@ -186,6 +214,16 @@ class PostgresBackend:
             "VALUES (%s, %s, %s, %s, %s, %s, now())",
             [tenant_id, actor or "", trigger, action, document_ids, chunks],
         )
+
+    def rebuild_statistics(self, namespace: str) -> None:
+        """Recompute the namespace's BM25 statistics from its chunks (repair or after an upgrade)."""
+        tenant_id = self._tenant_id(namespace)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            cursor.execute("DELETE FROM knowledge_termstat WHERE tenant_id = %s", [tenant_id])
+            cursor.execute("DELETE FROM knowledge_corpusstat WHERE tenant_id = %s", [tenant_id])
+            cursor.execute("DELETE FROM knowledge_posting WHERE tenant_id = %s", [tenant_id])
+            cursor.execute("SELECT DISTINCT document_id FROM knowledge_chunk WHERE tenant_id = %s", [tenant_id])
+            self._stats_add(cursor, tenant_id, [row[0] for row in cursor.fetchall()])
 
     async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
         return await sync_to_async(self._delete, thread_sensitive=True)(namespace, document_ids, actor, trigger)
@@ -257,13 +295,18 @@ class PostgresBackend:
         tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
         if tenant_id is None:
             return []  # an unknown namespace holds nothing
-        rows = self._run_search(query, tenant_id, exact=False)
-        if query.mode is not SearchMode.KEYWORD and self._dimension(query) is not None:
-            # HNSW with filters can come back short; the exact plan cannot.
-            wanted = query.limit if query.mode is SearchMode.SEMANTIC else self.hybrid_depth
-            sem_count = rows[0]["sem_count"] if rows else 0
-            if sem_count < wanted and (rows or query.mode is SearchMode.SEMANTIC):
-                rows = self._run_search(query, tenant_id, exact=True)
+        rows = self._run_search(query, tenant_id)
+        # The fast paths (postings, HNSW) can come back short once filters apply;
+        # the exact plans cannot. Only a filtered query, or an ANN one, can be short.
+        wanted = query.limit if query.mode is not SearchMode.HYBRID else max(self.hybrid_depth, query.limit)
+        filtered = bool(query.filters) or _has_refinements(query.text)
+        first = rows[0] if rows else {}
+        exact_keyword = query.mode is not SearchMode.SEMANTIC and filtered and first.get("kw_count", 0) < wanted
+        exact_semantic = (
+            query.mode is not SearchMode.KEYWORD and self._dimension(query) is not None and first.get("sem_count", 0) < wanted
+        )
+        if exact_keyword or exact_semantic:
+            rows = self._run_search(query, tenant_id, exact_keyword=exact_keyword, exact_semantic=exact_semantic)
         return [self._hit(query, row) for row in rows]
 
     def _dimension(self, query: RAGQuery) -> int | None:
@@ -271,7 +314,7 @@ class PostgresBackend:
             return None
         return len(query.vector)
 
-    def _run_search(self, query: RAGQuery, tenant_id: int, *, exact: bool) -> list[dict[str, Any]]:
+    def _run_search(self, query: RAGQuery, tenant_id: int, *, exact_keyword: bool = False, exact_semantic: bool = False) -> list[dict[str, Any]]:
         where, where_params = q.filter_sql(query.filters)
         parsed = q.parse_query(query.text)
         kw_where, kw_params = q.keyword_match_sql(parsed)
@@ -279,29 +322,32 @@ class PostgresBackend:
         params: dict[str, Any] = {
             "tenant": tenant_id, "limit": query.limit, "depth": max(self.hybrid_depth, query.limit),
             "min_score": query.min_score, "rrf_k": query.rrf_k, "model": query.embedding_model or "",
-            "kw_text": parsed.positive,
+            "kw_text": parsed.positive, "bm25_k1": self.k1, "bm25_b": self.b,
+            # Never fewer postings per term than results wanted: then an unfiltered
+            # page can only be short when fewer chunks match at all.
+            "per_term": max(self.postings_per_term, query.limit, self.hybrid_depth if query.mode is SearchMode.HYBRID else 0),
         }
         if query.vector is not None:
             params.update(vec=list(query.vector), dim=len(query.vector), vec_text="[" + ",".join(map(repr, query.vector)) + "]")
         # Named and positional parameters cannot mix: inline the filter values as named ones.
-        where_named, extra = _name_params(where, where_params, "f")
-        kw_named, extra_kw = _name_params(kw_where, kw_params, "k")
+        where_named, extra = _name_params(where, where_params, "flt")
+        kw_named, extra_kw = _name_params(kw_where, kw_params, "ref")
         params.update(extra)
         params.update(extra_kw)
         # Phrases and -words refine every leg: a hit never contains an excluded word.
         where_all = where_named + kw_named
         if query.mode is SearchMode.KEYWORD:
-            sql = q.keyword_search_sql(where_all)
+            sql = q.keyword_search_sql(where_all, exact=exact_keyword)
         elif query.mode is SearchMode.SEMANTIC:
-            sql = q.semantic_search_sql(where_all, dimension)
+            sql = q.semantic_search_sql(where_all, dimension, exact=exact_semantic)
         else:
-            sql = q.hybrid_search_sql(where_all, dimension, query.rerank)
+            sql = q.hybrid_search_sql(where_all, dimension, query.rerank, exact_keyword=exact_keyword, exact_semantic=exact_semantic)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
-            if dimension is not None:
-                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(self.ef_search, query.limit))])
+            if dimension is not None and not exact_semantic:
+                # The candidate list must be well above the rows wanted, or recall drops (limit 100 at ef 100: -0.005 nDCG).
+                wanted = params["depth"] if query.mode is SearchMode.HYBRID else query.limit
+                cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(min(1000, max(self.ef_search, 2 * wanted)))])
                 cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-                if exact:
-                    cursor.execute("SELECT set_config('enable_indexscan', 'off', true)")
             cursor.execute(sql, params)
             names = [col.name for col in cursor.description]
             return [dict(zip(names, row)) for row in cursor.fetchall()]
@@ -330,6 +376,11 @@ _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\
 def _copy_text(value: str) -> str:
     """A value in COPY's text format (backslash, tab, newline and carriage return escaped)."""
     return value.translate(_COPY_ESCAPES)
+
+
+def _has_refinements(text: str) -> bool:
+    parsed = q.parse_query(text)
+    return bool(parsed.phrases or parsed.negated)
 
 
 def _name_params(sql: str, params: list[object], prefix: str) -> tuple[str, dict[str, object]]:

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from knowledge.models import TEXT_SEARCH_CONFIG
 from knowledge.rag.types import FilterValue
 
-# Okapi BM25 parameters. Tuned on SciFact's train split (see bench/ and the README).
-BM25_K1 = 1.2
-BM25_B = 0.75
+# Okapi BM25 defaults, tuned on SciFact's train split (bench/tune_bm25.py; the backend takes others). The postings' stored impact
+# uses these; queries score with the backend's own k1 and b.
+BM25_K1 = 0.9
+BM25_B = 0.5
 # Candidates each leg hands to RRF in hybrid mode.
 HYBRID_DEPTH = 100
+# Postings read per query term, best impact first (keyword search's fast path).
+POSTINGS_PER_TERM = 1000
 HNSW_EF_SEARCH = 100
 
 
@@ -96,63 +99,98 @@ def keyword_match_sql(parsed: ParsedQuery, alias: str = "c") -> tuple[str, list[
 
 # The query's lexemes with their IDF, and an OR-tsquery over them (built from
 # lexemes already normalized, hence the 'simple' configuration, which only lowercases).
+# MATERIALIZED: computed once, not once per candidate chunk.
+#
+# Document length is the number of distinct lexemes, length(search_vector): it is
+# stored in the tsvector's header (no unnest per candidate), and on SciFact it
+# ranks as well as the token count (see the closing note of the search issue).
 KEYWORD_PRELUDE = f"""
-qterms AS (
+qterms AS MATERIALIZED (
     SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', %(kw_text)s))) AS lexeme
 ),
-corpus AS (
+corpus AS MATERIALIZED (
     SELECT greatest(coalesce(max(chunk_count), 0), 1)::float8 AS n,
            greatest(coalesce(max(token_count)::float8 / nullif(max(chunk_count), 0), 1), 1) AS avgdl
     FROM knowledge_corpusstat WHERE tenant_id = %(tenant)s
 ),
-stats AS (
-    SELECT q.lexeme,
+stats AS MATERIALIZED (
+    SELECT q.lexeme, coalesce(t.df, 0) AS df,
            ln(1 + (corpus.n - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
     FROM qterms q CROSS JOIN corpus
     LEFT JOIN knowledge_termstat t ON t.tenant_id = %(tenant)s AND t.lexeme = q.lexeme
 ),
-tsq AS (
-    SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM qterms
+tsq AS MATERIALIZED (
+    SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q,
+           array_agg(lexeme) AS terms
+    FROM qterms
 )"""
 
 
-def keyword_leg_sql(where: str, depth_param: str) -> str:
-    """Top chunks by BM25 among those matching any query term (and the refinements)."""
-    return f"""
+def keyword_leg_sql(where: str, depth_param: str, *, exact: bool = False) -> str:
+    """Top chunks by BM25 among those sharing any term with the query (and passing ``where``).
+
+    Default: read each term's best ``per_term`` postings by impact and add up
+    the exact BM25 contributions found there: exact whenever no term has more
+    than ``per_term`` postings, and otherwise missing only contributions of
+    common (low-IDF) terms from chunks outside their top lists. ``exact``:
+    score every matching chunk from its tsvector (the fallback when filters
+    leave the fast path short of a full page).
+    """
+    if exact:
+        return f"""
 kw AS (
     SELECT c.id, sc.score
     FROM knowledge_chunk c CROSS JOIN tsq CROSS JOIN corpus
     CROSS JOIN LATERAL (
-        SELECT sum(w.idf * w.tf * ({BM25_K1} + 1)
-                   / (w.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * w.dl / corpus.avgdl))) AS score
+        SELECT sum(s.idf * x.tf * (%(bm25_k1)s + 1)
+                   / (x.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(c.search_vector) / corpus.avgdl))) AS score
         FROM (
-            SELECT s.idf, coalesce(array_length(u.positions, 1), 1)::float8 AS tf,
-                   sum(coalesce(array_length(u.positions, 1), 1)) OVER ()::float8 AS dl
-            FROM unnest(c.search_vector) AS u
-            LEFT JOIN stats s ON s.lexeme = u.lexeme
-        ) w
-        WHERE w.idf IS NOT NULL
+            SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
+            FROM unnest(c.search_vector) AS u WHERE u.lexeme = ANY(tsq.terms)
+        ) x
+        JOIN stats s ON s.lexeme = x.lexeme
     ) sc
     WHERE tsq.q IS NOT NULL AND c.tenant_id = %(tenant)s AND c.search_vector @@ tsq.q {where}
     ORDER BY sc.score DESC, c.id
     LIMIT %({depth_param})s
 )"""
+    join = f"JOIN knowledge_chunk c ON c.id = post.id WHERE c.tenant_id = %(tenant)s {where}" if where else ""
+    return f"""
+post AS (
+    SELECT p.chunk_id AS id,
+           sum(s.idf * p.tf * (%(bm25_k1)s + 1) / (p.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * p.dl / corpus.avgdl))) AS score
+    FROM stats s CROSS JOIN corpus
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.tf::float8 AS tf, p.dl::float8 AS dl FROM knowledge_posting p
+        WHERE p.tenant_id = %(tenant)s AND p.lexeme = s.lexeme
+        ORDER BY p.impact DESC
+        LIMIT %(per_term)s
+    ) p
+    GROUP BY p.chunk_id
+),
+kw AS (
+    SELECT post.id, post.score FROM post {join}
+    ORDER BY post.score DESC, post.id
+    LIMIT %({depth_param})s
+)"""
 
 
-def semantic_leg_sql(where: str, depth_param: str, dimension: int | None) -> str:
+def semantic_leg_sql(where: str, depth_param: str, dimension: int | None, *, exact: bool = False) -> str:
     """Top chunks by cosine similarity (vectors are unit length, so a dot product).
 
     With ``dimension`` (pgvector present), the ORDER BY matches the HNSW index
-    expression; otherwise an exact scan in plain SQL.
+    expression; ``exact`` adds ``+ 0`` so it no longer does, and the planner
+    scans the (filtered) rows exactly. Without pgvector: exact plain SQL.
     """
     if dimension is not None:
         d = int(dimension)
+        bypass = " + 0" if exact else ""
         return f"""
 sem AS (
     SELECT c.id, 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) AS sim
     FROM knowledge_chunk c
     WHERE c.tenant_id = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}
-    ORDER BY (c.embedding::vector({d})) <=> %(vec_text)s::vector({d}), c.id
+    ORDER BY ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})){bypass}, c.id
     LIMIT %({depth_param})s
 )"""
     return f"""
@@ -168,16 +206,17 @@ sem AS (
 CHUNK_COLUMNS = "c.chunk_id, d.external_id, c.text, c.title, c.uri, c.metadata, c.start_char, c.end_char"
 
 
-def keyword_search_sql(where: str) -> str:
-    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'limit')}
-SELECT {CHUNK_COLUMNS}, kw.score, kw.score AS keyword_score, NULL::float8 AS sim, NULL::float8 AS rrf, NULL::int AS rrf_rank, 0 AS sem_count
+def keyword_search_sql(where: str, *, exact: bool = False) -> str:
+    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'limit', exact=exact)}
+SELECT {CHUNK_COLUMNS}, kw.score, kw.score AS keyword_score, NULL::float8 AS sim, NULL::float8 AS rrf, NULL::int AS rrf_rank, 0 AS sem_count,
+       count(*) OVER () AS kw_count
 FROM kw JOIN knowledge_chunk c ON c.id = kw.id JOIN knowledge_document d ON d.id = c.document_id
 WHERE %(min_score)s::float8 IS NULL OR kw.score >= %(min_score)s
 ORDER BY kw.score DESC, c.id"""
 
 
-def semantic_search_sql(where: str, dimension: int | None) -> str:
-    return f"""WITH {semantic_leg_sql(where, 'limit', dimension)}
+def semantic_search_sql(where: str, dimension: int | None, *, exact: bool = False) -> str:
+    return f"""WITH {semantic_leg_sql(where, 'limit', dimension, exact=exact)}
 SELECT {CHUNK_COLUMNS}, sem.sim AS score, NULL::float8 AS keyword_score, sem.sim, NULL::float8 AS rrf, NULL::int AS rrf_rank,
        count(*) OVER () AS sem_count
 FROM sem JOIN knowledge_chunk c ON c.id = sem.id JOIN knowledge_document d ON d.id = c.document_id
@@ -185,7 +224,9 @@ WHERE %(min_score)s::float8 IS NULL OR sem.sim >= %(min_score)s
 ORDER BY sem.sim DESC, c.id"""
 
 
-def hybrid_search_sql(where: str, dimension: int | None, rerank: bool = False) -> str:
+def hybrid_search_sql(
+    where: str, dimension: int | None, rerank: bool = False, *, exact_keyword: bool = False, exact_semantic: bool = False
+) -> str:
     """Both legs and their Reciprocal Rank Fusion in one statement (one round trip).
 
     With ``rerank``, the fused candidates are re-ordered by cosine similarity
@@ -193,7 +234,7 @@ def hybrid_search_sql(where: str, dimension: int | None, rerank: bool = False) -
     """
     score = "sim" if rerank else "rrf"
     order = "sim DESC NULLS LAST, rrf_rank" if rerank else "rrf_rank"
-    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth')}, {semantic_leg_sql(where, 'depth', dimension)},
+    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth', exact=exact_keyword)}, {semantic_leg_sql(where, 'depth', dimension, exact=exact_semantic)},
 kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r FROM kw),
 sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r FROM sem),
 fused AS (
@@ -204,7 +245,7 @@ fused AS (
 ranked AS (SELECT *, row_number() OVER (ORDER BY rrf DESC, id) AS rrf_rank FROM fused)
 SELECT * FROM (
     SELECT {CHUNK_COLUMNS}, r.keyword_score, coalesce(r.sim, {_sim_expr(dimension)}) AS sim, r.rrf,
-           r.rrf_rank::int AS rrf_rank, (SELECT count(*) FROM sem) AS sem_count
+           r.rrf_rank::int AS rrf_rank, (SELECT count(*) FROM sem) AS sem_count, (SELECT count(*) FROM kw) AS kw_count
     FROM ranked r JOIN knowledge_chunk c ON c.id = r.id JOIN knowledge_document d ON d.id = c.document_id
 ) h
 WHERE {score} IS NOT NULL AND (%(min_score)s::float8 IS NULL OR {score} >= %(min_score)s)
