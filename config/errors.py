@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import DatabaseError
 from django.http import Http404
 from rest_framework import exceptions
@@ -58,6 +58,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         set_rollback()
         plain = database_unavailable_response()
         return Response(json.loads(plain.content), status=plain.status_code, headers={"Retry-After": plain["Retry-After"]})
+    if isinstance(exc, RequestDataTooBig | TooManyFilesSent | TooManyFieldsSent):
+        set_rollback()
+        return Response({"error": "request_too_large", "detail": f"The request is too large: {exc}"}, status=413)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

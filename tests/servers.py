@@ -58,16 +58,22 @@ def process(argv: list[str], env: Mapping[str, str], log_name: str) -> Iterator[
 
 
 def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    """SIGTERM the leader (it stops its own children, as in production), then SIGKILL the group."""
     if proc.poll() is not None:
         return
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
+        # Not the whole group: a django-q2 cluster whose workers also get SIGTERM
+        # hangs in its own shutdown until the timeout.
+        proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        proc.kill()
         proc.wait()
-    except ProcessLookupError:
-        pass
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # anything the leader left behind
+        except ProcessLookupError:
+            pass
 
 
 def read_log(log_name: str) -> str:
