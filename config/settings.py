@@ -42,6 +42,10 @@ elif not DEBUG and (SECRET_KEY.startswith("django-insecure") or len(SECRET_KEY) 
     )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+# Request bodies: an ingest request may carry 50 million characters (DESIGN 4), so
+# Django's 2.5 MB default would cut the API's own bounds short.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("QUARRY_MAX_REQUEST_BYTES", 128 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_NUMBER_FILES = env_int("QUARRY_MAX_UPLOAD_FILES", 200, minimum=1)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 
@@ -171,6 +175,40 @@ QUARRY_EMBEDDING_API_KEY = env_str("QUARRY_EMBEDDING_API_KEY") or None
 # Role prefixes for provider models trained with them (e5: "query: " / "passage: ").
 QUARRY_EMBEDDING_QUERY_PREFIX = env_str("QUARRY_EMBEDDING_QUERY_PREFIX") or ""
 QUARRY_EMBEDDING_DOCUMENT_PREFIX = env_str("QUARRY_EMBEDDING_DOCUMENT_PREFIX") or ""
+
+# --- Document pipeline (knowledge.pipeline, knowledge.tasks) ------------------------
+# Uploads over this many bytes fail at once with a reason, without being stored.
+QUARRY_UPLOAD_MAX_BYTES = env_int("QUARRY_UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
+# A worker renews its lease on a document every third of this; a worker killed
+# mid-document loses it after at most this long and the reclaim task re-queues it.
+QUARRY_DOCUMENT_LEASE_SECONDS = env_int("QUARRY_DOCUMENT_LEASE_SECONDS", 60, minimum=3, maximum=3600)
+# Interrupted runs of one request (worker killed, task timed out) before it is marked failed.
+QUARRY_DOCUMENT_MAX_ATTEMPTS = env_int("QUARRY_DOCUMENT_MAX_ATTEMPTS", 3, minimum=1, maximum=20)
+# Embedding-provider failures are retried this many times per batch, waiting
+# QUARRY_EMBEDDING_RETRY_DELAY_MS, then twice that, and so on.
+QUARRY_EMBEDDING_RETRIES = env_int("QUARRY_EMBEDDING_RETRIES", 3, minimum=0, maximum=10)
+QUARRY_EMBEDDING_RETRY_DELAY_MS = env_int("QUARRY_EMBEDDING_RETRY_DELAY_MS", 1000, minimum=0, maximum=600_000)
+
+# --- Chat (chat/): model catalog, retrieval, memory ------------------------------
+# The catalog of chat models (litellm Router): logical models, deployments, retries,
+# fallbacks. Its own ${ENV} references (QUARRY_CHAT_MODEL, ...) are documented in it.
+QUARRY_MODEL_CONFIG_PATH = Path(env_str("QUARRY_MODEL_CONFIG_PATH") or BASE_DIR / "config" / "models.yaml").resolve()
+# Passages retrieved (hybrid search) into every chat prompt.
+QUARRY_CHAT_RETRIEVAL_TOP_K = env_int("QUARRY_CHAT_RETRIEVAL_TOP_K", 5, minimum=1, maximum=50)
+# Graph search per request unless the request says otherwise. No graph exists yet, so
+# turning it on only adds a diagnostic saying so; retrieval stays hybrid search.
+QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = env_bool("QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH", False)
+# A passage found only by semantic search is used when its cosine similarity reaches this
+# (0..1); keyword matches always count. Semantic search always returns *something*.
+_min_similarity = env_str("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY") or "0.3"
+try:
+    QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY = float(_min_similarity)
+except ValueError:
+    raise ImproperlyConfigured(f"QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY must be a number, got {_min_similarity!r}") from None
+if not 0.0 <= QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY <= 1.0:
+    raise ImproperlyConfigured(f"QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY must be between 0 and 1, got {_min_similarity!r}")
+# Turns of conversation memory (user and assistant messages, oldest first) in each prompt.
+QUARRY_CHAT_MEMORY_TURNS = env_int("QUARRY_CHAT_MEMORY_TURNS", 2, minimum=0, maximum=20)
 
 # --- Auth, API -------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

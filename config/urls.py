@@ -8,6 +8,7 @@ from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts import api as accounts_api
+from chat import api as chat_api
 from knowledge import api as knowledge_api
 from config import views
 
@@ -17,6 +18,12 @@ api_v1 = [
     path("tokens/<int:token_id>", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
     path("search", knowledge_api.SearchApi.as_view(), name="search"),
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
+    path("chat/sessions", chat_api.ChatSessionCreateApi.as_view(), name="chat-sessions"),
+    path("chat/completions", chat_api.chat_completions, name="chat-completions"),
+    path("documents", knowledge_api.DocumentListApi.as_view(), name="documents"),
+    # Before the detail route: document ids may contain "/", so "upload" is reserved here.
+    path("documents/upload", knowledge_api.DocumentUploadApi.as_view(), name="documents-upload"),
+    path("documents/<path:document_id>", knowledge_api.DocumentDetailApi.as_view(), name="document-detail"),
     path("schema", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="docs"),
 ]

@@ -1,4 +1,4 @@
-"""REST endpoints for the knowledge base: search and fetch (readers)."""
+"""REST endpoints for the knowledge base: search and fetch (readers); documents (readers read, editors write)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,19 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from accounts.access import resolve_tenant_context
-from accounts.permissions import IsTenantReader
+from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
+from accounts.permissions import IsTenantEditor, IsTenantReader
 from knowledge import rag
+from knowledge.models import Document, DocumentStatus
+from knowledge.pipeline import DocumentInputError, document_delete_many, document_upload_create, documents_ingest
 from knowledge.rag import limits
-from knowledge.selectors import chunk_fetch, chunk_search
+from knowledge.selectors import chunk_fetch, chunk_search, document_list
 
 
 class EmbeddingUnavailable(exceptions.APIException):
@@ -105,3 +109,182 @@ class ChunkFetchApi(APIView):
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
         return Response({"chunks": [chunk_json(c) for c in chunks]})
+
+
+# --- Documents: synchronous ingest, background uploads, status, delete -----------------------------
+
+
+class DocumentOutputSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The id the caller chose.")
+    title = serializers.CharField()
+    uri = serializers.CharField()
+    status = serializers.ChoiceField(choices=DocumentStatus.choices)
+    progress = serializers.FloatField(help_text="0..1 while processing; 1 when ready.")
+    error = serializers.CharField(help_text="Why the latest request failed, as a sentence naming the file; empty otherwise.")
+    chunk_count = serializers.IntegerField(help_text="Chunks currently searchable (the last version that landed).")
+    metadata = serializers.DictField()
+    updated_at = serializers.DateTimeField()
+
+
+def document_json(document: Document) -> dict[str, Any]:
+    return {
+        "id": document.external_id, "title": document.title, "uri": document.uri, "status": document.status,
+        "progress": document.progress, "error": document.error, "chunk_count": document.chunk_count,
+        "metadata": document.metadata, "updated_at": document.updated_at,
+    }
+
+
+def _input_error(exc: DocumentInputError) -> exceptions.ValidationError:
+    return exceptions.ValidationError({exc.field: [exc.message]})
+
+
+class _ReadOrEdit(APIView):
+    """Readers may read; writing needs the editor role."""
+
+    def get_permissions(self) -> list[Any]:
+        return [IsTenantReader()] if self.request.method in ("GET", "HEAD", "OPTIONS") else [IsTenantEditor()]
+
+
+class DocumentInputSerializer(serializers.Serializer):
+    """Types only: the bounds are the RAG API's, checked once, with its messages."""
+
+    id = serializers.CharField(trim_whitespace=False)
+    text = serializers.CharField(trim_whitespace=False)
+    title = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    uri = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    metadata = serializers.DictField(required=False, default=dict)
+
+
+class DocumentListApi(_ReadOrEdit):
+    class InputSerializer(serializers.Serializer):
+        # Items are validated one by one in the view, so errors read "documents[3].text" like the RAG API's own.
+        documents = serializers.ListField(allow_empty=False, max_length=limits.MAX_DOCUMENTS_PER_INGEST)
+        tenant = serializers.CharField(required=False)
+
+    class DocumentIngestInputSerializer(serializers.Serializer):
+        documents = DocumentInputSerializer(many=True)
+        tenant = serializers.CharField(required=False)
+
+    class DocumentIngestOutputSerializer(serializers.Serializer):
+        chunks = serializers.IntegerField()
+        document_ids = serializers.ListField(child=serializers.CharField())
+
+    class DocumentListQuerySerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
+        limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
+        offset = serializers.IntegerField(min_value=0, default=0)
+        tenant = serializers.CharField(required=False)
+
+    class DocumentListOutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField()
+        next = serializers.URLField(allow_null=True)
+        previous = serializers.URLField(allow_null=True)
+        documents = DocumentOutputSerializer(many=True)
+
+    @extend_schema(
+        operation_id="documents_list", parameters=[DocumentListQuerySerializer], responses={200: DocumentListOutputSerializer},
+        summary="List the tenant's documents, newest first (paginated, filter by status)",
+    )
+    def get(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        query = self.DocumentListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        v = query.validated_data
+        documents = document_list(tenant=ctx.tenant, status=v.get("status"))
+        count = documents.count()
+        page = list(documents[v["offset"] : v["offset"] + v["limit"]])
+        url = request.build_absolute_uri()
+        following = v["offset"] + v["limit"]
+        return Response({
+            "count": count,
+            "next": replace_query_param(url, "offset", following) if following < count else None,
+            "previous": replace_query_param(url, "offset", max(0, v["offset"] - v["limit"])) if v["offset"] else None,
+            "documents": [document_json(d) for d in page],
+        })
+
+    @extend_schema(
+        operation_id="documents_ingest", request=DocumentIngestInputSerializer, responses={200: DocumentIngestOutputSerializer},
+        summary="Index documents now (editor): replaces earlier versions; every bound is a 400 naming it",
+    )
+    def post(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        documents = []
+        for index, raw in enumerate(data.validated_data["documents"]):
+            item = DocumentInputSerializer(data=raw)
+            if not item.is_valid():
+                raise exceptions.ValidationError({
+                    f"documents[{index}]" if field == "non_field_errors" else f"documents[{index}].{field}": errors
+                    for field, errors in item.errors.items()
+                })
+            item = item.validated_data
+            try:
+                documents.append(rag.RAGDocument(
+                    item["id"], item["text"], title=item.get("title") or None, uri=item.get("uri") or None,
+                    metadata=item.get("metadata") or {},
+                ))
+            except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+                # "documents[<id>].text" and "title" alike become "documents[<index>].<field>".
+                leaf = exc.field.split("].", 1)[1] if exc.field.startswith("documents[") else exc.field
+                raise exceptions.ValidationError({f"documents[{index}].{leaf}": [exc.message]}) from None
+        try:
+            chunks = documents_ingest(tenant=ctx.tenant, documents=documents, actor=_actor(ctx))
+        except rag.RAGError as exc:
+            raise rag_error_to_api(exc) from None
+        return Response({"chunks": chunks, "document_ids": [d.id for d in documents]})
+
+
+class DocumentUploadApi(APIView):
+    permission_classes = [IsTenantEditor]
+    parser_classes = [MultiPartParser, FormParser]
+
+    class DocumentUploadInputSerializer(serializers.Serializer):
+        files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False)
+        ids = serializers.ListField(child=serializers.CharField(), required=False, help_text="One per file, in order; default: from the file names.")
+        metadata = serializers.JSONField(required=False, help_text="A JSON object of scalar values, applied to every file.")
+        title = serializers.CharField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
+        uri = serializers.CharField(required=False, allow_blank=True, default="", help_text="Single file only.")
+        tenant = serializers.CharField(required=False)
+
+    class DocumentUploadOutputSerializer(serializers.Serializer):
+        document_ids = serializers.ListField(child=serializers.CharField())
+
+    @extend_schema(
+        operation_id="documents_upload", request={"multipart/form-data": DocumentUploadInputSerializer}, responses={202: DocumentUploadOutputSerializer},
+        summary="Upload files for background processing (editor); poll GET /v1/documents/{id}",
+    )
+    def post(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        data = self.DocumentUploadInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            documents = document_upload_create(
+                tenant=ctx.tenant, files=v["files"], actor=_actor(ctx), document_ids=v.get("ids") or None,
+                title=v["title"], uri=v["uri"], metadata=v.get("metadata"),
+            )
+        except DocumentInputError as exc:
+            raise _input_error(exc) from None
+        return Response({"document_ids": [d.external_id for d in documents]}, status=status.HTTP_202_ACCEPTED)
+
+
+class DocumentDetailApi(_ReadOrEdit):
+    @extend_schema(operation_id="documents_retrieve", responses={200: DocumentOutputSerializer}, summary="One document's status and progress")
+    def get(self, request: Request, document_id: str) -> Response:
+        ctx = resolve_tenant_context(request)
+        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id)
+        return Response(document_json(document))
+
+    @extend_schema(operation_id="documents_destroy", responses={204: None}, summary="Delete a document and its chunks (editor; audited)")
+    def delete(self, request: Request, document_id: str) -> Response:
+        ctx = resolve_tenant_context(request)
+        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id)
+        document_delete_many(documents=[document], actor=_actor(ctx))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _actor(ctx: TenantContext) -> str:
+    """The audit actor: the user, and the token when one was used."""
+    name = ctx.user.get_username() if ctx.user.is_authenticated else "anonymous"
+    return f"{name} (token {ctx.token.prefix})" if ctx.token else name

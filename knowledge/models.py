@@ -51,6 +51,28 @@ class Document(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    # --- The background pipeline (knowledge.pipeline) ----------------------------------
+    # Every field below has a db_default too: the RAG backend inserts rows with raw SQL
+    # that lists only the columns above. What the editor asked for lives in
+    # source_text / source_file; ``text`` changes only when a new version lands.
+    source_text = models.TextField(blank=True, default="", db_default="")  # pasted text, the source when set
+    source_content_type = models.CharField(max_length=255, blank=True, default="", db_default="")
+    source_size = models.PositiveBigIntegerField(default=0, db_default=0)  # bytes of source_file
+    requested_by = models.CharField(max_length=200, blank=True, default="", db_default="")  # audit actor of the request
+    # Bumped by every request (upload, edit, re-index, retry): a worker that finishes an
+    # older generation re-queues the document instead of declaring it done.
+    generation = models.PositiveIntegerField(default=0, db_default=0)
+    # The worker holding the document; its heartbeat keeps lease_expires_at in the future.
+    lease_id = models.CharField(max_length=32, blank=True, default="", db_default="")
+    # Processing: the lease deadline. Queued: when the queue entry is presumed lost and
+    # re-sent. Otherwise NULL. Indexed for the reclaim task's range scan.
+    lease_expires_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None, db_index=True)
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)  # claims of the current request
+    cancel_requested = models.BooleanField(default=False, db_default=False)
+    queued_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+    started_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+    finished_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+
     objects = DocumentQuerySet.as_manager()
 
     class Meta:

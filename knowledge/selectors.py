@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from asgiref.sync import async_to_sync
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models.functions import Length, Substr
 
 from accounts.models import Tenant
 from knowledge import rag
@@ -44,3 +46,40 @@ def chunk_search(
 def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> list[rag.RAGChunk]:
     """The tenant's chunks with these ids, in the requested order, missing ones omitted."""
     return async_to_sync(knowledge_service(tenant=tenant, embedder=None).fetch)(ids)
+
+
+# --- The editors' admin and the documents API ---------------------------------------------------
+
+CHUNK_PREVIEW_CHARS = 160
+
+
+def document_list_for_tenants(*, tenants: Sequence[Tenant] | None) -> "QuerySet[Document]":  # noqa: F821
+    """Documents of ``tenants`` (None: every tenant, for superusers), newest first."""
+    documents = Document.objects.select_related("tenant").order_by("-updated_at", "-id")
+    return documents if tenants is None else documents.filter(tenant__in=list(tenants))
+
+
+def document_progress(*, documents: "QuerySet[Document]", ids: Sequence[int]) -> list[dict[str, object]]:  # noqa: F821
+    """Status and progress of the documents with these primary keys, among ``documents`` (already scoped)."""
+    return list(
+        documents.filter(pk__in=list(ids)).order_by().values(
+            "id", "status", "progress", "error", "chunk_count", "version", "attempts", "cancel_requested", "updated_at"
+        )
+    )
+
+
+def document_chunk_rows(*, tenant: Tenant, document: Document) -> "QuerySet[Chunk]":  # noqa: F821
+    """The document's chunks in order, without their text or vectors: ordinal, offsets, a preview, embedded or not.
+
+    The preview is cut in the database, so a page of chunks never loads megabytes of text.
+    """
+    return (
+        Chunk.objects.filter(tenant=tenant, document=document)
+        .order_by("ordinal")
+        .values("chunk_id", "ordinal", "start_char", "end_char", "embedding_model")
+        .annotate(
+            preview=Substr("text", 1, CHUNK_PREVIEW_CHARS),
+            length=Length("text"),
+            embedded=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()),
+        )
+    )

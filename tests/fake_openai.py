@@ -7,8 +7,19 @@
 - ``/v1/embeddings`` answers with deterministic vectors (``hash_vector``) of
   ``dimension`` floats; set ``server.vectors`` to change what comes back, or
   replace the whole route for status codes and malformed bodies.
-- More endpoints (e.g. ``/v1/chat/completions``): pass ``routes={path: handler}``
-  or assign ``server.routes[path] = handler``. A handler takes the server and the
+- ``/v1/chat/completions`` answers in OpenAI's shape, as JSON or (``stream: true``)
+  as Server-Sent Events in small deltas, with ``usage`` (in the stream too when
+  ``stream_options.include_usage`` asks for it). Knobs, changeable while it runs:
+  ``chat_reply`` (text, or a function of the messages), ``chat_reasoning`` (sent
+  as ``reasoning_content``), ``chat_failures`` (``{model: n}``: the next n requests
+  for that model fail with ``chat_failure_status``; ``FAIL_ALWAYS`` for all of
+  them), ``chat_delay`` (seconds before answering: slow mode), ``chat_chunk_delay``
+  (seconds between stream chunks), ``chat_break_after`` (drop the connection
+  after that many content chunks). ``streams_completed`` / ``streams_aborted`` /
+  ``streams_broken`` count streams that ran to ``[DONE]`` / whose client went away
+  mid-stream / that ``chat_break_after`` dropped.
+- More endpoints: pass ``routes={path: handler}`` or assign
+  ``server.routes[path] = handler``. A handler takes the server and the
   ``ReceivedRequest`` and returns a ``Reply``.
 """
 
@@ -18,9 +29,11 @@ import base64
 import hashlib
 import json
 import math
+import socket
 import struct
 import threading
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,10 +52,19 @@ class ReceivedRequest:
 
 @dataclass(frozen=True)
 class Reply:
-    """What a handler answers: a status and a JSON-serializable body (a str is sent as is)."""
+    """What a handler answers: a status and a JSON-serializable body (a str is sent as is).
+
+    With ``stream`` set, the body is ignored and the pieces are sent as a chunked
+    ``text/event-stream``, each flushed as it comes; a ``None`` piece drops the
+    connection there (a provider failing mid-stream).
+    """
 
     status: int = 200
     body: Any = field(default_factory=dict)
+    stream: Iterable[bytes | None] | None = None
+
+
+FAIL_ALWAYS = -1
 
 
 Handler = Callable[["FakeOpenAI", ReceivedRequest], Reply]
@@ -85,16 +107,105 @@ def embeddings_route(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
     return Reply(200, {"object": "list", "data": data, "model": body.get("model", ""), "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
 
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _message_text(messages: Any) -> str:
+    if not isinstance(messages, list):
+        return ""
+    parts = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):  # content parts
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+    return "\n".join(parts)
+
+
+def _sse(payload: Any) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def chat_completions_route(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+    """``POST /v1/chat/completions``: JSON or SSE, with usage, failures and delays per the knobs."""
+    body = request.json or {}
+    model = body.get("model", "")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return Reply(400, {"error": {"message": "messages must be a non-empty list", "type": "invalid_request_error"}})
+    if server._take_failure(model):
+        return Reply(server.chat_failure_status, {"error": {"message": f"fake upstream failure for {model}", "type": "server_error"}})
+    if server.chat_delay:
+        time.sleep(server.chat_delay)
+    reply = server.chat_reply(messages) if callable(server.chat_reply) else server.chat_reply
+    reasoning = server.chat_reasoning
+    prompt_tokens = _words(_message_text(messages))
+    completion_tokens = _words(reply)
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+    completion_id = f"chatcmpl-fake-{server._next_id()}"
+    created = int(time.time())
+    if not body.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        return Reply(200, {
+            "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage,
+        })
+
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        return _sse({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
+
+    def pieces() -> Iterator[bytes | None]:
+        yield chunk({"role": "assistant", "content": ""})
+        if reasoning:
+            yield chunk({"reasoning_content": reasoning})
+        words = reply.split(" ")
+        for index, word in enumerate(words):
+            if server.chat_break_after is not None and index >= server.chat_break_after:
+                yield None
+                return
+            if server.chat_chunk_delay:
+                time.sleep(server.chat_chunk_delay)
+            yield chunk({"content": word if index == 0 else f" {word}"})
+        yield chunk({}, "stop")
+        if include_usage:
+            yield _sse({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                        "choices": [], "usage": usage})
+        yield b"data: [DONE]\n\n"
+
+    return Reply(200, stream=pieces())
+
+
 class FakeOpenAI:
     """State of one running fake server. Attributes may be changed while it runs."""
 
     def __init__(self, *, dimension: int = 8, routes: Mapping[str, Handler] | None = None) -> None:
         self.dimension = dimension
         self.requests: list[ReceivedRequest] = []
-        self.routes: dict[str, Handler] = {"/v1/embeddings": embeddings_route, **(routes or {})}
+        self.routes: dict[str, Handler] = {
+            "/v1/embeddings": embeddings_route, "/v1/chat/completions": chat_completions_route, **(routes or {}),
+        }
         self.vectors: VectorsFn = lambda texts: [hash_vector(t, self.dimension) for t in texts]
         self.base_url = ""  # set once the server is listening, e.g. http://127.0.0.1:PORT/v1
         self._lock = threading.Lock()
+        # Chat knobs (see the module docstring).
+        self.chat_reply: str | Callable[[list[Any]], str] = "The fake model answers from the passages [1]."
+        self.chat_reasoning: str | None = None
+        self.chat_failures: dict[str, int] = {}
+        self.chat_failure_status = 500
+        self.chat_delay = 0.0
+        self.chat_chunk_delay = 0.0
+        self.chat_break_after: int | None = None
+        self.streams_completed = 0
+        self.streams_aborted = 0
+        self.streams_broken = 0
+        self._ids = 0
 
     def received(self, path: str) -> list[ReceivedRequest]:
         """The requests received on ``path``, in arrival order."""
@@ -104,6 +215,27 @@ class FakeOpenAI:
     def _record(self, request: ReceivedRequest) -> None:
         with self._lock:
             self.requests.append(request)
+
+    def _take_failure(self, model: str) -> bool:
+        """Whether this request for ``model`` is one of the scheduled failures (and count it)."""
+        with self._lock:
+            remaining = self.chat_failures.get(model, 0)
+            if remaining == FAIL_ALWAYS:
+                return True
+            if remaining > 0:
+                self.chat_failures[model] = remaining - 1
+                return True
+            return False
+
+    def _next_id(self) -> int:
+        with self._lock:
+            self._ids += 1
+            return self._ids
+
+    def _count_stream(self, outcome: str) -> None:
+        with self._lock:
+            name = f"streams_{outcome}"
+            setattr(self, name, getattr(self, name) + 1)
 
 
 def _handler_class(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -128,6 +260,9 @@ def _handler_class(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             state._record(request)
             route = state.routes.get(path)
             reply = route(state, request) if route else Reply(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            if reply.stream is not None:
+                self._send_stream(reply)
+                return
             body = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
             encoded = body.encode()
             self.send_response(reply.status)
@@ -135,6 +270,30 @@ def _handler_class(state: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(encoded)))
             self.end_headers()
             self.wfile.write(encoded)
+
+        def _send_stream(self, reply: Reply) -> None:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for piece in reply.stream or ():
+                    if piece is None:  # fail mid-stream: no terminating chunk, connection dropped
+                        self.close_connection = True
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        state._count_stream("broken")
+                        return
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+                state._count_stream("aborted")
+                return
+            state._count_stream("completed")
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # keep test output clean; the requests are in state.requests

@@ -44,6 +44,9 @@ from knowledge.rag.types import (
 
 Namespace = str | Callable[[], str]
 
+# Texts per embedding call when the caller follows progress (embedders without a batch_size).
+PROGRESS_BATCH = 32
+
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -111,11 +114,24 @@ class RAGService:
 
     # --- writes ----------------------------------------------------------------
 
-    async def ingest(self, documents: Sequence[RAGDocument], *, trigger: Trigger = "user", actor: str | None = None) -> int:
+    async def ingest(
+        self,
+        documents: Sequence[RAGDocument],
+        *,
+        trigger: Trigger = "user",
+        actor: str | None = None,
+        on_progress: Callable[[float], None] | None = None,
+    ) -> int:
         """Replace each document's chunks completely; return the number of chunks stored.
 
         All documents of one call are validated, chunked and embedded first; if
         anything fails, nothing is written and previous chunks stay as they were.
+
+        ``on_progress``, when given, is called with the fraction (0..1) of the
+        texts to embed that are done, after every embedding batch, and with 1.0
+        just before the write when nothing needed embedding. It runs on the event
+        loop, so it must not block; an exception it raises aborts the ingest
+        before anything is written (a worker's cancellation point).
         """
         namespace = self.namespace
         docs = self._check_documents(documents)
@@ -134,11 +150,11 @@ class RAGService:
             await self.start()
 
         vectors: dict[str, Vector] = {}
+        missing: dict[str, str] = {}
         model_id = self.embedder.model_id if self.embedder else None
         if self.embedder is not None:
             known = await self.backend.known_embeddings(namespace, [d.id for d in docs], self.embedder.model_id)
             reuse = {text_hash: vector for (_, text_hash), vector in known.items()}
-            missing: dict[str, str] = {}
             for doc, spans in planned:
                 for start, end in spans:
                     text = embedding_input(doc, doc.text[start:end])
@@ -146,7 +162,9 @@ class RAGService:
                     if digest not in reuse:
                         missing.setdefault(digest, text)
             vectors.update(reuse)
-            vectors.update(await self._embed_many(list(missing.items()), kind="document"))
+            vectors.update(await self._embed_many(list(missing.items()), kind="document", on_progress=on_progress))
+        if on_progress is not None and not missing:
+            on_progress(1.0)  # nothing was embedded: still one cancellation point before the write
 
         prepared: list[PreparedDocument] = []
         for doc, spans in planned:
@@ -257,13 +275,21 @@ class RAGService:
             raise RAGValidationError("documents", f"at most {limits.MAX_CHARS_PER_INGEST} characters per ingestion request, got {total}")
         return docs
 
-    async def _embed_many(self, items: list[tuple[str, str]], *, kind: EmbedKind) -> dict[str, Vector]:
+    async def _embed_many(
+        self, items: list[tuple[str, str]], *, kind: EmbedKind, on_progress: Callable[[float], None] | None = None
+    ) -> dict[str, Vector]:
         out: dict[str, Vector] = {}
         step = limits.MAX_EMBED_BATCH
+        if on_progress is not None:
+            # Smaller calls so progress (and cancellation) moves during long work; the
+            # embedder's own batch size keeps provider round trips as large as before.
+            step = min(limits.MAX_EMBED_BATCH, max(1, int(getattr(self.embedder, "batch_size", 0) or PROGRESS_BATCH)))
         for i in range(0, len(items), step):
             batch = items[i : i + step]
             vectors = await self._embed_checked([text for _, text in batch], kind=kind)
             out.update({digest: vector for (digest, _), vector in zip(batch, vectors, strict=True)})
+            if on_progress is not None:
+                on_progress(min(1.0, (i + len(batch)) / len(items)))
         return out
 
     async def _embed_checked(self, texts: list[str], *, kind: EmbedKind) -> list[Vector]:

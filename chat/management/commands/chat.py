@@ -1,0 +1,101 @@
+"""``manage.py chat "MESSAGE" --tenant SLUG [--session ID] [--json]``: one grounded answer from the shell.
+
+Without ``--session`` a new session is started (its id is printed, so the next
+call can continue it). The answer streams to stdout as it is generated, then
+its sources; ``--json`` prints instead the envelope ``POST /v1/chat/completions``
+answers with. Sessions belong to the principal ``cli`` unless ``--user`` names
+a member of the tenant, whose sessions (web, API) it then continues.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from accounts.access import TenantContext
+from accounts.selectors import membership_role, tenant_get
+from chat.models import ChatSession
+from chat.pipeline import ChatFailed, answer, answer_stream
+from chat.prompting import TEMPLATES
+from chat.selectors import chat_session_find
+from chat.services import chat_session_create
+from knowledge.rag import limits
+
+CLI_PRINCIPAL = "cli"
+
+
+class Command(BaseCommand):
+    help = "Ask a grounded question of a tenant's knowledge base (the same pipeline as the chat API)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("message", help="The question.")
+        parser.add_argument("--tenant", required=True, help="Tenant slug.")
+        parser.add_argument("--session", help="Continue this session (session-...); default: start a new one.")
+        parser.add_argument("--user", help="Act as this member of the tenant (default: the 'cli' principal).")
+        parser.add_argument("--template", choices=TEMPLATES, default="default", help="Prompt template.")
+        parser.add_argument("--json", action="store_true", help="Print the HTTP API's JSON envelope.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        message: str = options["message"]
+        if not message.strip():
+            raise CommandError("The message is empty.")
+        if len(message) > limits.MAX_QUERY_CHARS or "\x00" in message:
+            raise CommandError(f"The message must be at most {limits.MAX_QUERY_CHARS} characters, without NUL.")
+        tenant = tenant_get(slug=options["tenant"])
+        if tenant is None:
+            raise CommandError(f"No tenant {options['tenant']!r}.")
+        principal = self._principal(tenant, options["user"])
+        session = self._session(tenant, principal, options["session"])
+        if options["json"]:
+            try:
+                body: Any = async_to_sync(answer)(session=session, prompt=message, template=options["template"])
+            except ChatFailed as failure:
+                self.stdout.write(json.dumps(failure.error, indent=2))
+                raise CommandError(failure.error["detail"]) from None
+            self.stdout.write(json.dumps(body, indent=2, ensure_ascii=False))
+            return
+        async_to_sync(self._stream)(session, message, options["template"])
+
+    def _principal(self, tenant: Any, username: str | None) -> str:
+        if username is None:
+            return CLI_PRINCIPAL
+        user = get_user_model().objects.filter(username=username).first()
+        role = membership_role(user=user, tenant=tenant) if user is not None else None
+        if user is None or role is None:
+            raise CommandError(f"{username!r} is not a member of tenant {tenant.slug}.")
+        return TenantContext(tenant=tenant, role=role, user=user).principal
+
+    def _session(self, tenant: Any, principal: str, session_id: str | None) -> ChatSession:
+        if session_id is None:
+            return chat_session_create(tenant=tenant, principal=principal)
+        session = chat_session_find(tenant=tenant, principal=principal, session_id=session_id)
+        if session is None:
+            raise CommandError(f"No session {session_id!r} of {principal} in tenant {tenant.slug}.")
+        return session
+
+    async def _stream(self, session: ChatSession, message: str, template: str) -> None:
+        out = self.stdout
+        async with aclosing(answer_stream(session=session, prompt=message, template=template)) as events:
+            async for event in events:
+                name, data = event["event"], event["data"]
+                if name == "text_delta":
+                    out.write(data["text"], ending="")  # type: ignore[typeddict-item]
+                    out.flush()
+                elif name == "completed":
+                    citations = data["citations"]  # type: ignore[typeddict-item]
+                    out.write("")
+                    if citations:
+                        out.write("\nSources:")
+                        for number, citation in enumerate(citations, start=1):
+                            out.write(f"  [{number}] {citation['chunk_id']}  (score {citation['score']:.4f})")
+                    self.stderr.write(
+                        f"session {session.public_id} · {data['model']} via {data['provider']}/{data['provider_model']}"  # type: ignore[typeddict-item]
+                    )
+                elif name == "error":
+                    out.write("")
+                    raise CommandError(data["detail"])  # type: ignore[typeddict-item]

@@ -1,0 +1,234 @@
+"""The grounded answer pipeline: retrieve, prompt, stream the model, remember.
+
+``answer_stream`` is the one async generator every transport forwards (the SSE
+view, the WebSocket consumer, the CLI); ``answer`` collects it for the JSON
+response. Neither checks access: callers pass a session they already loaded
+through the access helper for the caller's tenant and principal.
+
+Privacy: nothing here logs a prompt, a passage or a model output. Failures are
+normalized into an ``error`` event with a fixed code and sentence; the
+provider's own error text stays out of responses and logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any, TypedDict
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError
+
+from chat.events import ChatEvent, Citation, CompletedData, ErrorData, GraphSearchDiagnostics
+from chat.llm import CatalogError, Finished, ModelUnavailable, ReasoningDelta, TextDelta, UsageReport, stream_chat
+from chat.models import ChatSession
+from chat.prompting import build_messages
+from chat.selectors import chat_memory
+from chat.services import chat_exchange_record
+from knowledge import rag
+from knowledge.services import knowledge_service
+
+logger = logging.getLogger(__name__)
+
+ERRORS: dict[str, str] = {
+    "retrieval_unavailable": "Searching the knowledge base failed. Try again shortly.",
+    "model_unavailable": "The chat model is unreachable. Try again shortly.",
+    "database_unavailable": "The database is not reachable. Try again shortly.",
+    "internal_error": "Something went wrong while answering. Try again shortly.",
+}
+GRAPH_NOT_BUILT = "No knowledge graph exists yet: graph search adds nothing, and answers come from hybrid search alone."
+
+
+class Message(TypedDict):
+    role: str
+    content: str
+
+
+class ChatResponse(TypedDict):
+    """The JSON body of ``POST /v1/chat/completions``."""
+
+    id: str
+    model: str
+    provider: str
+    provider_model: str
+    message: Message
+    finish_reason: str
+    usage: dict[str, int]
+    retry_count: int
+    fallback_count: int
+    session_id: str
+    citations: list[Citation]
+
+
+class ChatFailed(Exception):
+    """``answer`` could not complete; ``error`` is the normalized error (code and sentence)."""
+
+    def __init__(self, error: ErrorData) -> None:
+        super().__init__(error["error"])
+        self.error = error
+
+
+class RetrievalFailed(Exception):
+    pass
+
+
+def _error(code: str) -> ChatEvent:
+    return {"event": "error", "data": {"error": code, "detail": ERRORS[code]}}
+
+
+async def retrieve(*, tenant: Any, prompt: str) -> list[rag.RAGHit]:
+    """The tenant's chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``.
+
+    Hybrid search when an embedder is configured (keyword search when it is not,
+    or when it fails). A semantic-only hit counts as relevant only when its
+    cosine similarity reaches ``QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY``; semantic
+    search always returns *something*, and unrelated passages make worse answers.
+    """
+    service = knowledge_service(tenant=tenant)
+    limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
+    mode = rag.SearchMode.HYBRID if service.embedder is not None else rag.SearchMode.KEYWORD
+    try:
+        try:
+            hits = await service.search(prompt, mode=mode, limit=limit)
+        except rag.EmbedderError as exc:
+            logger.warning("chat retrieval: the embedder failed (%s); answering from keyword search", type(exc).__name__)
+            hits = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit)
+    except (rag.RAGError, DatabaseError, OSError) as exc:
+        raise RetrievalFailed(type(exc).__name__) from exc
+    floor = settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY
+    return [h for h in hits if h.keyword_score is not None or (h.semantic_similarity or 0.0) >= floor]
+
+
+def citation_of(hit: rag.RAGHit) -> Citation:
+    return {"document_id": hit.chunk.document_id, "chunk_id": hit.chunk.chunk_id, "score": hit.score}
+
+
+async def answer_stream(
+    *,
+    session: ChatSession,
+    prompt: str,
+    template: str = "default",
+    graph_search: bool | None = None,
+) -> AsyncIterator[ChatEvent]:
+    """Answer ``prompt`` in ``session``, as events (see ``chat.events``).
+
+    Preconditions: ``session`` was loaded for the caller's tenant and principal
+    (with ``session.tenant`` available); ``prompt`` is non-blank and within the
+    search bounds (16,384 characters). The exchange is stored only when the
+    answer completed. Cancelling the consumer (a client that disconnects)
+    closes the model stream and stores nothing.
+    """
+    started = time.monotonic()
+    # The views load the session with its tenant; anything else pays one query.
+    tenant = session.tenant if ChatSession.tenant.is_cached(session) else await sync_to_async(lambda: session.tenant)()
+    try:
+        hits = await retrieve(tenant=tenant, prompt=prompt)
+    except RetrievalFailed as exc:
+        logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
+        yield _error("retrieval_unavailable")
+        return
+    citations = [citation_of(hit) for hit in hits]
+    graph: GraphSearchDiagnostics | None = None
+    if settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search:
+        graph = {"requested": True, "used": False, "detail": GRAPH_NOT_BUILT}
+    citations_data: dict[str, Any] = {"session_id": session.public_id, "citations": citations}
+    if graph is not None:
+        citations_data["graph_search"] = graph
+    yield {"event": "citations", "data": citations_data}  # type: ignore[typeddict-item]
+
+    parts: list[str] = []
+    finished: Finished | None = None
+    try:
+        memory = await sync_to_async(chat_memory)(session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS)
+        messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
+        async with aclosing(stream_chat(messages)) as model_events:
+            first_token: float | None = None
+            async for item in model_events:
+                if isinstance(item, TextDelta):
+                    first_token = first_token or time.monotonic()
+                    parts.append(item.text)
+                    yield {"event": "text_delta", "data": {"text": item.text}}
+                elif isinstance(item, ReasoningDelta):
+                    yield {"event": "reasoning_delta", "data": {"text": item.text}}
+                elif isinstance(item, UsageReport):
+                    yield {"event": "usage", "data": item.as_dict()}  # type: ignore[typeddict-item]
+                elif isinstance(item, Finished):
+                    finished = item
+    except asyncio.CancelledError:
+        logger.info("chat answer cancelled after %.0f ms (the client left); nothing stored", 1000 * (time.monotonic() - started))
+        raise
+    except ModelUnavailable as exc:
+        logger.error("chat model unavailable in tenant %s: %s", tenant.slug, exc)
+        yield _error("model_unavailable")
+        return
+    except CatalogError as exc:
+        logger.error("chat model catalog is invalid: %s", exc)
+        yield _error("model_unavailable")
+        return
+    except DatabaseError as exc:
+        logger.error("chat memory unavailable: %s", type(exc).__name__)
+        yield _error("database_unavailable")
+        return
+    except Exception:
+        logger.exception("chat answer failed in tenant %s", tenant.slug)
+        yield _error("internal_error")
+        return
+    if finished is None:  # pragma: no cover - stream_chat always ends with Finished or raises
+        yield _error("model_unavailable")
+        return
+
+    usage = finished.usage.as_dict()
+    try:
+        await sync_to_async(chat_exchange_record)(
+            session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
+            model=f"{finished.provider}/{finished.provider_model}",
+        )
+    except DatabaseError as exc:
+        logger.error("chat exchange not stored: %s", type(exc).__name__)
+        yield _error("database_unavailable")
+        return
+    completed: dict[str, Any] = {
+        "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
+        "finish_reason": finished.finish_reason, "usage": usage, "retry_count": finished.retry_count,
+        "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
+    }
+    if graph is not None:
+        completed["graph_search"] = graph
+    logger.info(
+        "chat answered in tenant %s: model %s via %s/%s, %d citations, %d+%d tokens, %d retries, %d fallbacks, "
+        "first token %.0f ms, total %.0f ms",
+        tenant.slug, finished.model, finished.provider, finished.provider_model, len(citations),
+        usage["prompt_tokens"], usage["completion_tokens"], finished.retry_count, finished.fallback_count,
+        1000 * ((first_token or time.monotonic()) - started), 1000 * (time.monotonic() - started),
+    )
+    yield {"event": "completed", "data": completed}  # type: ignore[typeddict-item]
+
+
+async def answer(
+    *, session: ChatSession, prompt: str, template: str = "default", graph_search: bool | None = None
+) -> ChatResponse:
+    """``answer_stream`` collected into the JSON response; raises ``ChatFailed`` on an ``error`` event."""
+    parts: list[str] = []
+    completed: CompletedData | None = None
+    async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search)) as events:
+        async for event in events:
+            if event["event"] == "text_delta":
+                parts.append(event["data"]["text"])  # type: ignore[typeddict-item]
+            elif event["event"] == "completed":
+                completed = event["data"]  # type: ignore[assignment]
+            elif event["event"] == "error":
+                raise ChatFailed(event["data"])  # type: ignore[arg-type]
+    assert completed is not None
+    response: dict[str, Any] = {
+        "id": completed["id"], "model": completed["model"], "provider": completed["provider"],
+        "provider_model": completed["provider_model"], "message": {"role": "assistant", "content": "".join(parts)},
+        "finish_reason": completed["finish_reason"], "usage": completed["usage"], "retry_count": completed["retry_count"],
+        "fallback_count": completed["fallback_count"], "session_id": completed["session_id"], "citations": completed["citations"],
+    }
+    if "graph_search" in completed:
+        response["graph_search"] = completed["graph_search"]
+    return response  # type: ignore[return-value]

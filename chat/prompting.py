@@ -1,0 +1,82 @@
+"""Server-owned prompt templates and the messages sent to the model.
+
+Templates live in ``chat/prompts/<name>.md`` and are chosen by name from
+``TEMPLATES``, never by path. A template is the system message; its
+``{{passages}}`` placeholder becomes the retrieved chunks, numbered in
+retrieval order as ``<passage n="1" ...>`` blocks (the numbers are the citation
+markers). Then come the remembered turns, oldest first, then the question.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal, TypedDict
+
+from knowledge import rag
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+TEMPLATES: tuple[str, ...] = ("default", "concise")
+PLACEHOLDER = "{{passages}}"
+NO_PASSAGES = "(No passages were found for this question.)"
+_PASSAGE_TAG = re.compile(r"<(?=\s*/?\s*passage)", re.IGNORECASE)
+
+
+class Message(TypedDict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class MemoryTurn(TypedDict):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class UnknownTemplate(ValueError):
+    pass
+
+
+@functools.cache
+def template_text(name: str) -> str:
+    """The template called ``name`` (one of ``TEMPLATES``)."""
+    if name not in TEMPLATES:
+        raise UnknownTemplate(f"unknown prompt template {name!r}; choose one of {', '.join(TEMPLATES)}")
+    text = (PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8")
+    if PLACEHOLDER not in text:
+        raise UnknownTemplate(f"prompt template {name!r} has no {PLACEHOLDER} placeholder")
+    return text
+
+
+def _attribute(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace("\n", " ")
+
+
+def render_passages(hits: Sequence[rag.RAGHit]) -> str:
+    """The numbered passage blocks. A chunk can neither close its block nor open a forged one."""
+    if not hits:
+        return NO_PASSAGES
+    blocks = []
+    for number, hit in enumerate(hits, start=1):
+        chunk = hit.chunk
+        title = f' title="{_attribute(chunk.title)}"' if chunk.title else ""
+        text = _PASSAGE_TAG.sub("&lt;", chunk.text)
+        blocks.append(f'<passage n="{number}" document="{_attribute(chunk.document_id)}"{title}>\n{text}\n</passage>')
+    return "\n\n".join(blocks)
+
+
+def build_messages(*, template: str, hits: Sequence[rag.RAGHit], memory: Sequence[MemoryTurn], prompt: str) -> list[Message]:
+    """System (template + passages), the remembered turns oldest first, then the user's prompt."""
+    system = template_text(template).replace(PLACEHOLDER, render_passages(hits))
+    messages: list[Message] = [{"role": "system", "content": system}]
+    messages.extend({"role": turn["role"], "content": turn["content"]} for turn in memory)
+    messages.append({"role": "user", "content": prompt})
+    return messages
+
+
+def greeting(*, tenant_name: str) -> str:
+    return (
+        f"Hello! Ask me about the documents in {tenant_name}. I answer only from them, "
+        "cite the passages I use, and tell you when they do not answer your question."
+    )

@@ -1,0 +1,41 @@
+"""Writes for conversations: sessions and completed exchanges."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.models import Tenant
+from chat.models import ChatSession, SessionKind, Turn, TurnRole
+
+
+def chat_session_create(*, tenant: Tenant, principal: str, kind: SessionKind | str = SessionKind.CHAT) -> ChatSession:
+    """A new, empty session for ``principal`` in ``tenant``."""
+    return ChatSession.objects.create(tenant=tenant, principal=principal, kind=kind)
+
+
+@transaction.atomic
+def chat_exchange_record(
+    *,
+    session: ChatSession,
+    prompt: str,
+    answer: str,
+    citations: Sequence[Mapping[str, Any]],
+    usage: Mapping[str, int],
+    model: str,
+) -> tuple[Turn, Turn]:
+    """Store a completed exchange: the user's turn, then the assistant's answer.
+
+    Precondition: the answer finished (an interrupted or failed answer is not
+    remembered, so the next prompt never builds on half a reply).
+    """
+    user = Turn.objects.create(tenant_id=session.tenant_id, session=session, role=TurnRole.USER, content=prompt)
+    assistant = Turn.objects.create(
+        tenant_id=session.tenant_id, session=session, role=TurnRole.ASSISTANT, content=answer,
+        citations=[dict(c) for c in citations], usage=dict(usage), model=model,
+    )
+    ChatSession.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    return user, assistant

@@ -1,0 +1,575 @@
+"""The editors' admin: documents (upload, edit, live progress, actions, chunks, search playground) and the audit trail.
+
+Tenancy: superusers see everything; other staff see and change only documents of tenants
+where they are editors or admins, and can only choose those tenants; staff who are only
+readers get no access at all. Every write goes through ``knowledge.pipeline``; the pages
+read through ``knowledge.selectors``. Counts come from ``Document.chunk_count``, never from
+scanning the chunk table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from accounts.models import Role, Tenant
+from accounts.selectors import tenants_for_user
+from knowledge import rag
+from knowledge.models import AuditEvent, Document, DocumentStatus
+from knowledge.pipeline import (
+    DocumentInputError,
+    document_cancel,
+    document_delete_many,
+    document_id_from_filename,
+    document_label,
+    document_reindex,
+    document_retry,
+    document_text_save,
+    document_update,
+    document_upload_create,
+)
+from knowledge.rag import limits
+from knowledge.rag.types import check_filters, check_metadata
+from knowledge.selectors import chunk_search, document_chunk_rows, document_progress
+
+ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
+CHUNKS_PER_PAGE = 100
+MAX_PROGRESS_IDS = 200
+
+
+# --- Tenancy ------------------------------------------------------------------------------------
+
+
+def editable_tenants(request: HttpRequest) -> list[Tenant]:
+    """Tenants the user may edit in the admin (every tenant for superusers), once per request."""
+    cached = getattr(request, "_quarry_editable_tenants", None)
+    if cached is None:
+        user = request.user
+        cached = tenants_for_user(user=user, min_role=Role.EDITOR) if user.is_active and user.is_staff else []  # type: ignore[arg-type]
+        request._quarry_editable_tenants = cached  # type: ignore[attr-defined]
+    return cached
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    """Rows carry ``tenant``; a non-superuser sees and touches only editable tenants' rows.
+
+    Access follows tenant roles (editor or admin), not Django's per-model permissions:
+    the role is the one permission system of the product.
+    """
+
+    def _allowed(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return False
+        if user.is_superuser:
+            return True
+        tenant_ids = {t.pk for t in editable_tenants(request)}
+        return bool(tenant_ids) and (obj is None or obj.tenant_id in tenant_ids)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._allowed(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allowed(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allowed(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._allowed(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allowed(request, obj)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(tenant__in=editable_tenants(request))
+
+
+class TenantFilter(admin.SimpleListFilter):
+    """Filter by tenant, listing only the tenants the user may see."""
+
+    title = "tenant"
+    parameter_name = "tenant"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(t.pk), t.slug) for t in editable_tenants(request)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(tenant_id=self.value()) if self.value() else queryset
+
+
+# --- Forms --------------------------------------------------------------------------------------
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """One or many files; empty files pass (the pipeline fails them with a reason)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        kwargs.setdefault("allow_empty_file", True)
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        if isinstance(data, (list, tuple)):
+            return [super(MultipleFileField, self).clean(item, initial) for item in data if item]
+        return [super().clean(data, initial)] if data else []
+
+
+def clean_metadata_value(value: Any) -> dict[str, object]:
+    """Metadata from a JSON form field: an object of scalar values (the RAG API's rule)."""
+    try:
+        return dict(check_metadata({} if value in (None, "") else value))
+    except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+        raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+
+
+METADATA_HELP = 'A JSON object of scalar values (text, numbers, true/false), e.g. {"team": "support", "year": 2025}.'
+
+
+def add_input_error(form: forms.Form, exc: DocumentInputError) -> None:
+    """Show a service's refusal on the form field it names (metadata.<x> on metadata)."""
+    field = exc.field.split(".", 1)[0].split(" ", 1)[0]
+    field = {"ids": "external_id"}.get(field, field)
+    if field in form.fields:
+        form.add_error(field, exc.message if field == exc.field else f"{exc.field}: {exc.message}")
+    else:
+        form.add_error(None, str(exc))
+
+
+class DocumentUploadForm(forms.Form):
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
+    files = MultipleFileField(required=False, help_text="One or many files: .txt, .md, .html, .pdf, .docx.")
+    text = forms.CharField(
+        required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
+        label="Or paste text", help_text="Instead of files: the text of one document.",
+    )
+    external_id = forms.CharField(
+        required=False, max_length=200, label="Document id",
+        help_text="Optional for a single document (default: the file name, or the title of pasted text). "
+        "An existing id gets a new version.",
+    )
+    title = forms.CharField(required=False, max_length=limits.MAX_TITLE_CHARS, help_text="Single document only; default: from the file.")
+    uri = forms.CharField(required=False, max_length=limits.MAX_URI_CHARS, label="URI", help_text="Single document only: where it lives.")
+    metadata = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}), help_text=METADATA_HELP)
+
+    def __init__(self, *args: Any, tenants: Sequence[Tenant], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = Tenant.objects.filter(pk__in=[t.pk for t in tenants])
+        if len(tenants) == 1:
+            self.fields["tenant"].initial = tenants[0]
+
+    def clean_metadata(self) -> dict[str, object]:
+        return clean_metadata_value(self.cleaned_data.get("metadata"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        files, text = data.get("files") or [], data.get("text") or ""
+        if files and text.strip():
+            raise forms.ValidationError("Upload files or paste text, not both.")
+        if not files and not text.strip():
+            raise forms.ValidationError("Choose at least one file, or paste some text.")
+        if len(files) > 1:
+            for field in ("external_id", "title", "uri"):
+                if data.get(field):
+                    self.add_error(field, "Applies to a single document; with several files each takes its id and title from the file.")
+        if text.strip() and not (data.get("external_id") or data.get("title")):
+            self.add_error("external_id", "Give pasted text a document id or a title.")
+        return data
+
+
+class DocumentChangeForm(forms.ModelForm):
+    text = forms.CharField(
+        required=False, strip=False, widget=forms.Textarea(attrs={"rows": 12, "class": "vLargeTextField"}),
+        help_text="The document's text. Saving a change queues a new version.",
+    )
+    replace_file = forms.FileField(required=False, allow_empty_file=True, help_text="Upload a new version of the file.")
+
+    class Meta:
+        model = Document
+        fields = ["title", "uri", "metadata"]
+        widgets = {"metadata": forms.Textarea(attrs={"rows": 3})}
+        help_texts = {"metadata": METADATA_HELP}
+        labels = {"uri": "URI"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        document = self.instance
+        if document.pk and document.source_file:
+            del self.fields["text"]  # its source is a file: replace the file instead
+        else:
+            self.fields["text"].initial = document.source_text or document.text
+
+    def clean_metadata(self) -> dict[str, object]:
+        return clean_metadata_value(self.cleaned_data.get("metadata"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if "text" in self.fields and not data.get("replace_file") and not (data.get("text") or "").strip():
+            self.add_error("text", "The text must not be empty.")
+        return data
+
+
+class SearchForm(forms.Form):
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
+    query = forms.CharField(max_length=limits.MAX_QUERY_CHARS, strip=False, widget=forms.TextInput(attrs={"size": 60}))
+    mode = forms.ChoiceField(choices=[(m.value, m.value) for m in rag.SearchMode], initial=rag.SearchMode.HYBRID.value)
+    limit = forms.IntegerField(min_value=1, max_value=limits.MAX_LIMIT, initial=10)
+    filters = forms.JSONField(
+        required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='Metadata filters, e.g. {"team": "support", "year": [2024, 2025]}: equality, or any of a list.',
+    )
+    min_score = forms.FloatField(required=False, help_text="Drop hits scored below this.")
+
+    def __init__(self, *args: Any, tenants: Sequence[Tenant], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tenant"].queryset = Tenant.objects.filter(pk__in=[t.pk for t in tenants])
+        if tenants:
+            self.fields["tenant"].initial = tenants[0]
+
+    def clean_filters(self) -> dict[str, object]:
+        value = self.cleaned_data.get("filters")
+        try:
+            return dict(check_filters({} if value in (None, "") else value))
+        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+            raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
+
+
+# --- Documents ----------------------------------------------------------------------------------
+
+
+def _actor(request: HttpRequest) -> str:
+    return request.user.get_username()
+
+
+@admin.register(Document)
+class DocumentAdmin(TenantScopedAdmin):
+    form = DocumentChangeForm
+    list_display = ["label", "tenant", "status_progress", "chunks", "version", "embedding_model", "updated_at"]
+    list_display_links = ["label"]
+    list_filter = ["status", TenantFilter]
+    list_select_related = ["tenant"]
+    list_per_page = 50
+    search_fields = ["external_id", "title", "source_name"]
+    show_full_result_count = False  # one COUNT per page is enough
+    actions = ["reindex_selected", "cancel_selected", "retry_selected", "delete_documents"]
+    readonly_fields = [
+        "tenant_slug", "external_id", "status_progress", "error", "chunks_link", "embedding_model", "version", "source",
+        "attempts", "requested_by", "queued_at", "started_at", "finished_at", "created_at", "updated_at",
+    ]
+    fieldsets = [
+        (None, {"fields": ["tenant_slug", "external_id", "title", "uri", "metadata", "text", "replace_file"]}),
+        ("Processing", {"fields": ["status_progress", "error", "chunks_link", "embedding_model", "version", "source",
+                                   "attempts", "requested_by", "queued_at", "started_at", "finished_at", "created_at", "updated_at"]}),
+    ]
+
+    class Media:
+        css = {"all": ["knowledge/admin/documents.css"]}
+        js = ["knowledge/admin/documents.js"]
+
+    # --- list columns ---------------------------------------------------------------------
+
+    @admin.display(description="Document", ordering="external_id")
+    def label(self, obj: Document) -> str:
+        return document_label(obj) if document_label(obj) == obj.external_id else f"{document_label(obj)} ({obj.external_id})"
+
+    @admin.display(description="Status", ordering="status")
+    def status_progress(self, obj: Document) -> str:
+        percent = round(obj.progress * 100)
+        if obj.status == DocumentStatus.PROCESSING:
+            text = "Cancelling…" if obj.cancel_requested else f"Processing {percent}%"
+        else:
+            text = obj.get_status_display()
+        return format_html(
+            '<div class="quarry-progress" data-quarry-doc="{}" data-status="{}" data-url="{}" title="{}">'
+            '<span class="quarry-progress-label">{}</span>'
+            '<span class="quarry-progress-track"><span class="quarry-progress-fill" style="width: {}%"></span></span>'
+            '<span class="quarry-progress-error">{}</span></div>',
+            obj.pk, obj.status, reverse("admin:knowledge_document_progress"), obj.error, text,
+            percent if obj.status != DocumentStatus.FAILED else 0, obj.error if obj.status == DocumentStatus.FAILED else "",
+        )
+
+    @admin.display(description="Tenant")
+    def tenant_slug(self, obj: Document) -> str:
+        return obj.tenant.slug  # plain text: editors cannot open the tenant admin
+
+    @admin.display(description="Chunks", ordering="chunk_count")
+    def chunks(self, obj: Document) -> str:
+        url = reverse("admin:knowledge_document_chunks", args=[obj.pk])
+        return format_html('<a href="{}" data-quarry-chunks="{}">{}</a>', url, obj.pk, obj.chunk_count)
+
+    @admin.display(description="Chunks")
+    def chunks_link(self, obj: Document) -> str:
+        url = reverse("admin:knowledge_document_chunks", args=[obj.pk])
+        return format_html('<a href="{}">{} chunk{} searchable: view them</a>', url, obj.chunk_count, "" if obj.chunk_count == 1 else "s")
+
+    @admin.display(description="Source")
+    def source(self, obj: Document) -> str:
+        if obj.source_file or obj.source_name:
+            return f"{obj.source_name} ({obj.source_size:,} bytes)" if obj.source_size else obj.source_name
+        if obj.source_text:
+            return "Pasted text"
+        return "Text sent through the API" if obj.text else "—"
+
+    # --- add (upload), change, delete ------------------------------------------------------------
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        return self.upload_view(request)
+
+    def upload_view(self, request: HttpRequest) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        tenants = editable_tenants(request)
+        form = DocumentUploadForm(request.POST or None, request.FILES or None, tenants=tenants)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                if data["files"]:
+                    documents = document_upload_create(
+                        tenant=data["tenant"], files=data["files"], actor=_actor(request),
+                        document_ids=[data["external_id"]] if data["external_id"] else None,
+                        title=data["title"], uri=data["uri"], metadata=data["metadata"],
+                    )
+                else:
+                    external_id = data["external_id"] or document_id_from_filename(data["title"])
+                    documents = [document_text_save(
+                        tenant=data["tenant"], external_id=external_id, text=data["text"], actor=_actor(request),
+                        title=data["title"], uri=data["uri"], metadata=data["metadata"],
+                    )]
+            except DocumentInputError as exc:
+                add_input_error(form, exc)
+            else:
+                self._report_upload(request, documents)
+                return HttpResponseRedirect(reverse("admin:knowledge_document_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts, "title": "Upload documents", "form": form,
+            "max_bytes": _size(settings.QUARRY_UPLOAD_MAX_BYTES), "has_view_permission": True,
+        }
+        return TemplateResponse(request, "admin/knowledge/document/upload.html", context)
+
+    def _report_upload(self, request: HttpRequest, documents: Sequence[Document]) -> None:
+        queued = [d for d in documents if d.status != DocumentStatus.FAILED]
+        if queued:
+            names = ", ".join(document_label(d) for d in queued[:10]) + ("…" if len(queued) > 10 else "")
+            self.message_user(request, f"Queued {len(queued)} document{'s' if len(queued) != 1 else ''} for processing: {names}. "
+                              "The list below updates while they are processed.", messages.SUCCESS)
+        for document in documents:
+            if document.status == DocumentStatus.FAILED:
+                self.message_user(request, document.error, messages.ERROR)
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        queued = document_update(
+            document=obj, actor=_actor(request), title=data["title"], uri=data["uri"], metadata=data["metadata"],
+            text=data.get("text") if "text" in form.fields else None, upload=data.get("replace_file") or None,
+        )
+        obj.refresh_from_db()
+        if queued:
+            self.message_user(request, f"A new version of {document_label(obj)} is queued for processing.", messages.INFO)
+        elif obj.status == DocumentStatus.FAILED and data.get("replace_file"):
+            self.message_user(request, obj.error, messages.ERROR)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        # Django would collect every chunk to list it; the counts are already on the documents.
+        documents = list(objs)
+        chunk_total = sum(d.chunk_count for d in documents)
+        listed = [f"{document_label(d)} ({d.chunk_count} chunks)" for d in documents]
+        return listed, {"documents": len(documents), "chunks": chunk_total}, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        document_delete_many(documents=[obj], actor=_actor(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        document_delete_many(documents=list(queryset.select_related("tenant")), actor=_actor(request))
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # it would list every chunk; delete_documents does not
+        return actions
+
+    # --- actions (each calls one service) ---------------------------------------------------------
+
+    @admin.action(description="Re-index selected documents", permissions=["change"])
+    def reindex_selected(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        count = document_reindex(documents=queryset, actor=_actor(request))
+        self.message_user(request, f"Queued {count} document{'s' if count != 1 else ''} for re-indexing.", messages.SUCCESS)
+
+    @admin.action(description="Cancel queued or running work", permissions=["change"])
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        result = document_cancel(documents=queryset, actor=_actor(request))
+        parts = []
+        if result.cancelled:
+            parts.append(f"cancelled {result.cancelled}")
+        if result.stopping:
+            parts.append(f"asked {result.stopping} running to stop (the previous version stays searchable)")
+        if result.not_running:
+            parts.append(f"{result.not_running} had nothing to cancel")
+        self.message_user(request, "; ".join(parts).capitalize() + ".", messages.SUCCESS if result.cancelled or result.stopping else messages.WARNING)
+
+    @admin.action(description="Retry failed documents", permissions=["change"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        count = document_retry(documents=queryset, actor=_actor(request))
+        skipped = queryset.count() - count
+        message = f"Queued {count} failed document{'s' if count != 1 else ''} again."
+        if skipped:
+            message += f" {skipped} had not failed and were left alone."
+        self.message_user(request, message, messages.SUCCESS if count else messages.WARNING)
+
+    @admin.action(description="Delete selected documents and their chunks", permissions=["delete"])
+    def delete_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> TemplateResponse | None:
+        documents = list(queryset.select_related("tenant"))
+        if request.POST.get("post") == "yes":
+            count = document_delete_many(documents=documents, actor=_actor(request))
+            self.message_user(request, f"Deleted {count} document{'s' if count != 1 else ''} and their chunks.", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts, "title": "Delete documents?", "documents": documents,
+            "chunk_total": sum(d.chunk_count for d in documents), "action_name": "delete_documents",
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/knowledge/document/delete_documents.html", context)
+
+    # --- extra pages -----------------------------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("progress/", wrap(self.progress_view), name="knowledge_document_progress"),
+            path("search/", wrap(self.search_view), name="knowledge_document_search"),
+            path("<int:object_id>/chunks/", wrap(self.chunks_view), name="knowledge_document_chunks"),
+            *super().get_urls(),
+        ]
+
+    def progress_view(self, request: HttpRequest) -> JsonResponse:
+        """``?ids=1,2,3`` -> status and progress of those documents the user may see (for the live list)."""
+        if not self.has_view_permission(request):
+            return JsonResponse({"error": "forbidden", "detail": "You cannot see documents."}, status=403)
+        try:
+            ids = [int(part) for part in request.GET.get("ids", "").split(",") if part.strip()][:MAX_PROGRESS_IDS]
+        except ValueError:
+            return JsonResponse({"error": "invalid", "detail": "ids must be comma-separated integers."}, status=400)
+        rows = document_progress(documents=self.get_queryset(request), ids=ids)
+        labels = dict(DocumentStatus.choices)
+        return JsonResponse({"documents": [
+            {**row, "status_label": labels[row["status"]], "updated_at": row["updated_at"].isoformat()} for row in rows
+        ]})
+
+    def chunks_view(self, request: HttpRequest, object_id: int) -> TemplateResponse:
+        document = get_object_or_404(self.get_queryset(request), pk=object_id)
+        if not self.has_view_permission(request, document):
+            raise PermissionDenied
+        pages = max(1, math.ceil(document.chunk_count / CHUNKS_PER_PAGE))
+        try:
+            page = min(max(1, int(request.GET.get("page", "1"))), pages)
+        except ValueError:
+            page = 1
+        start = (page - 1) * CHUNKS_PER_PAGE
+        rows = list(document_chunk_rows(tenant=document.tenant, document=document)[start : start + CHUNKS_PER_PAGE])
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts, "title": f"Chunks of {document_label(document)}", "document": document, "rows": rows,
+            "page": page, "pages": pages, "has_view_permission": True,
+            "previous_page": page - 1 if page > 1 else None, "next_page": page + 1 if page < pages else None,
+        }
+        return TemplateResponse(request, "admin/knowledge/document/chunks.html", context)
+
+    def search_view(self, request: HttpRequest) -> TemplateResponse:
+        """Run a query as readers would, and show the ranked hits with their scores."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        tenants = editable_tenants(request)
+        form = SearchForm(request.GET if "query" in request.GET else None, tenants=tenants)
+        hits: list[dict[str, Any]] = []
+        if form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            try:
+                found = chunk_search(
+                    tenant=data["tenant"], query=data["query"], mode=data["mode"], limit=data["limit"],
+                    filters=data["filters"], min_score=data["min_score"],
+                )
+            except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+                field = exc.field.split(".", 1)[0]
+                form.add_error(field if field in form.fields else None, f"{exc.field}: {exc.message}")
+            except rag.RAGError as exc:
+                form.add_error(None, f"Search failed: {exc}")
+            else:
+                pks = dict(Document.objects.filter(tenant=data["tenant"], external_id__in={h.chunk.document_id for h in found})
+                           .values_list("external_id", "pk"))
+                hits = [
+                    {"rank": rank, "hit": hit, "document_pk": pks.get(hit.chunk.document_id),
+                     "metadata": json.dumps(dict(hit.chunk.metadata), ensure_ascii=False)}
+                    for rank, hit in enumerate(found, 1)
+                ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts, "title": "Search playground", "form": form, "hits": hits,
+            "searched": form.is_bound and not form.errors, "has_view_permission": True,
+        }
+        return TemplateResponse(request, "admin/knowledge/document/search.html", context)
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        extra = {"search_url": reverse("admin:knowledge_document_search"), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        extra = {**(extra_context or {})}
+        if object_id.isdigit():
+            extra["chunks_url"] = reverse("admin:knowledge_document_chunks", args=[int(object_id)])
+        return super().change_view(request, object_id, form_url, extra)
+
+
+# --- Audit trail ----------------------------------------------------------------------------------
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(TenantScopedAdmin):
+    """Who changed what: read-only."""
+
+    list_display = ["at", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
+    list_filter = ["action", "trigger", TenantFilter]
+    list_select_related = ["tenant"]
+    show_full_result_count = False
+    search_fields = ["actor"]
+
+    @admin.display(description="Documents")
+    def documents(self, obj: AuditEvent) -> str:
+        shown = ", ".join(obj.document_ids[:5])
+        return shown + (f" and {len(obj.document_ids) - 5} more" if len(obj.document_ids) > 5 else "")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- helpers --------------------------------------------------------------------------------------
+
+
+def _size(n: int) -> str:
+    mb = 1024 * 1024
+    return f"{n / mb:g} MB" if n >= mb else f"{n:,} bytes"

@@ -1,0 +1,336 @@
+"""The editors' admin: uploads through the real forms (multipart, CSRF), live progress, actions,
+chunks, the search playground, and tenant scoping of staff users."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+from django_q.models import OrmQ
+
+from knowledge import rag
+from knowledge.models import AuditEvent, Document
+from knowledge.pipeline import documents_ingest
+from tests.conftest import World
+from tests.embedders import BagOfWordsEmbedder
+from tests.factories import make_user
+
+CHANGELIST = "/admin/knowledge/document/"
+ADD = "/admin/knowledge/document/add/"
+
+
+@pytest.fixture(autouse=True)
+def fast_settings(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def staff(world: World) -> World:
+    """Every member of the trio may log in to the admin; their tenant roles decide the rest."""
+    User.objects.filter(pk__in=[world.owner.pk, world.editor.pk, world.teammate.pk, world.outsider.pk]).update(is_staff=True)
+    for user in (world.owner, world.editor, world.teammate, world.outsider):
+        user.refresh_from_db()
+    return world
+
+
+def login(user: User, *, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
+
+
+def csrf_token(client: Client, url: str) -> str:
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.cookies["csrftoken"].value if "csrftoken" in response.cookies else client.cookies["csrftoken"].value
+
+
+def indexed(world: World, external_id: str, text: str, *, tenant: str = "acme", **fields: object) -> Document:
+    tenant_obj = world.acme if tenant == "acme" else world.globex
+    documents_ingest(tenant=tenant_obj, actor="seed", embedder=BagOfWordsEmbedder(),
+                     documents=[rag.RAGDocument(external_id, text, **fields)])  # type: ignore[arg-type]
+    return Document.objects.get(tenant=tenant_obj, external_id=external_id)
+
+
+def messages_of(response) -> list[str]:  # type: ignore[no-untyped-def]
+    return [str(m) for m in response.context["messages"]] if response.context else []
+
+
+# --- Uploads ----------------------------------------------------------------------------------------
+
+
+def test_editor_uploads_several_files_through_the_form_with_csrf(staff: World, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    client = login(staff.editor, csrf=True)
+    token = csrf_token(client, ADD)
+    files = [SimpleUploadedFile("guide.md", b"# Guide\n\nUpload files here."), SimpleUploadedFile("faq.txt", b"Questions.")]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(ADD, {"csrfmiddlewaretoken": token, "tenant": staff.acme.pk, "files": files,
+                                     "metadata": '{"team": "support"}'}, follow=True)
+    assert response.redirect_chain[-1][0] == CHANGELIST
+    assert any(m.startswith("Queued 2 documents for processing: guide.md, faq.txt.") for m in messages_of(response))
+    documents = Document.objects.filter(tenant=staff.acme).order_by("external_id")
+    assert [(d.external_id, d.status, d.metadata, d.requested_by) for d in documents] == [
+        ("faq.txt", "queued", {"team": "support"}, "editor"), ("guide.md", "queued", {"team": "support"}, "editor"),
+    ]
+    assert sorted(t.args()[0] for t in OrmQ.objects.all()) == sorted(d.pk for d in documents)
+    # The list shows them queued, with the live progress widget.
+    assert b'data-status="queued"' in response.content and b"knowledge/admin/documents.js" in response.content
+
+
+def test_upload_without_the_csrf_token_is_refused(staff: World) -> None:
+    client = login(staff.editor, csrf=True)
+    response = client.post(ADD, {"tenant": staff.acme.pk, "files": [SimpleUploadedFile("a.txt", b"a")]})
+    assert response.status_code == 403
+    assert not Document.objects.exists()
+
+
+def test_editor_pastes_a_text_document(staff: World) -> None:
+    client = login(staff.editor, csrf=True)
+    token = csrf_token(client, ADD)
+    response = client.post(ADD, {"csrfmiddlewaretoken": token, "tenant": staff.acme.pk, "text": "Pasted words.",
+                                 "title": "Release notes", "uri": "https://example.com/notes"})
+    assert response.status_code == 302
+    document = Document.objects.get(tenant=staff.acme)
+    assert (document.external_id, document.source_text, document.title, document.uri, document.status) == (
+        "Release-notes", "Pasted words.", "Release notes", "https://example.com/notes", "queued")
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "message"),
+    [
+        ({"text": "x", "metadata": '{"a": {"b": 1}}'}, "metadata", "metadata.a: nested values are not allowed"),
+        ({"text": "x", "metadata": "[1, 2]"}, "metadata", "metadata: must be an object of scalar values"),
+        ({"text": "x", "metadata": "{nope"}, "metadata", "Enter a valid JSON"),
+        ({"text": "x"}, "external_id", "Give pasted text a document id or a title."),
+        ({"text": "x", "external_id": "has space"}, "external_id", "not a valid document id"),
+        ({}, None, "Choose at least one file, or paste some text."),
+    ],
+)
+def test_upload_form_errors_are_shown_on_the_field(staff: World, data: dict[str, str], field: str | None, message: str) -> None:
+    response = login(staff.editor).post(ADD, {"tenant": staff.acme.pk, **data})
+    assert response.status_code == 200
+    form = response.context["form"]
+    errors = " ".join(form.errors.get(field or "__all__", []))
+    assert message in errors, form.errors
+    assert not Document.objects.exists()
+
+
+def test_several_files_with_one_title_is_an_error(staff: World) -> None:
+    files = [SimpleUploadedFile("a.txt", b"a"), SimpleUploadedFile("b.txt", b"b")]
+    response = login(staff.editor).post(ADD, {"tenant": staff.acme.pk, "files": files, "title": "Both"})
+    assert "Applies to a single document" in " ".join(response.context["form"].errors["title"])
+
+
+def test_an_oversized_file_fails_at_once_and_the_others_are_queued(staff: World, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_UPLOAD_MAX_BYTES = 10
+    files = [SimpleUploadedFile("small.txt", b"tiny"), SimpleUploadedFile("huge.txt", b"x" * 11)]
+    response = login(staff.editor).post(ADD, {"tenant": staff.acme.pk, "files": files}, follow=True)
+    shown = messages_of(response)
+    assert "huge.txt is 11 bytes, over the upload limit of 10 bytes; it was not stored" in shown
+    assert dict(Document.objects.values_list("external_id", "status")) == {"small.txt": "queued", "huge.txt": "failed"}
+
+
+# --- Editing -------------------------------------------------------------------------------------------
+
+
+def change_url(document: Document) -> str:
+    return reverse("admin:knowledge_document_change", args=[document.pk])
+
+
+def test_editing_metadata_queues_a_new_version(staff: World) -> None:
+    document = indexed(staff, "handbook", "The handbook text.", title="Handbook")
+    client = login(staff.editor, csrf=True)
+    token = csrf_token(client, change_url(document))
+    response = client.post(change_url(document), {
+        "csrfmiddlewaretoken": token, "title": "Handbook", "uri": "", "metadata": '{"team": "hr", "year": 2025}',
+        "text": "The handbook text.",
+    }, follow=True)
+    assert response.status_code == 200
+    document.refresh_from_db()
+    assert (document.metadata, document.status, document.generation) == ({"team": "hr", "year": 2025}, "queued", 1)
+    assert document.source_text == ""  # the text did not change: the stored text stays the source
+    assert "A new version of Handbook is queued for processing." in messages_of(response)
+
+
+def test_invalid_metadata_in_the_change_form_changes_nothing(staff: World) -> None:
+    document = indexed(staff, "handbook", "The handbook text.")
+    response = login(staff.editor).post(change_url(document), {"title": "", "uri": "", "metadata": '{"a": [1]}', "text": "x"})
+    assert response.status_code == 200
+    assert "metadata.a: nested values are not allowed" in " ".join(response.context["adminform"].form.errors["metadata"])
+    document.refresh_from_db()
+    assert (document.metadata, document.status, document.generation) == ({}, "ready", 0)
+
+
+def test_editing_the_text_makes_it_the_pasted_source(staff: World) -> None:
+    document = indexed(staff, "notes", "Old words.")
+    login(staff.editor).post(change_url(document), {"title": "", "uri": "", "metadata": "{}", "text": "New words."})
+    document.refresh_from_db()
+    assert (document.source_text, document.text, document.status) == ("New words.", "Old words.", "queued")
+
+
+# --- The list, progress and actions ---------------------------------------------------------------------
+
+
+def test_changelist_is_cheap_and_shows_progress(staff: World, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    for n in range(12):
+        indexed(staff, f"doc-{n}", f"Document number {n}.")
+    Document.objects.filter(external_id="doc-3").update(status="processing", progress=0.42, lease_id="w", lease_expires_at="2999-01-01T00:00Z")
+    client = login(staff.editor)
+    with django_assert_max_num_queries(12):
+        response = client.get(CHANGELIST)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.count('class="quarry-progress"') == 12
+    assert "Processing 42%" in html and 'style="width: 42%"' in html
+    assert "Search playground" in html and "Upload documents" in html
+
+
+def test_progress_endpoint_reports_only_documents_in_scope(staff: World) -> None:
+    mine = indexed(staff, "mine", "Ours.")
+    theirs = indexed(staff, "theirs", "Globex only.", tenant="globex")
+    Document.objects.filter(pk=mine.pk).update(status="processing", progress=0.5, cancel_requested=True)
+    response = login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": f"{mine.pk},{theirs.pk}"})
+    assert response.status_code == 200
+    [row] = response.json()["documents"]
+    assert (row["id"], row["status"], row["status_label"], row["progress"], row["cancel_requested"]) == (mine.pk, "processing", "Processing", 0.5, True)
+    assert login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": "1,x"}).status_code == 400
+
+
+def run_action(client: Client, action: str, documents: list[Document], **extra: str):  # type: ignore[no-untyped-def]
+    return client.post(CHANGELIST, {"action": action, "_selected_action": [d.pk for d in documents], **extra}, follow=True)
+
+
+def test_reindex_cancel_and_retry_actions_call_the_services(staff: World) -> None:
+    ready = indexed(staff, "ready", "Indexed.")
+    client = login(staff.editor)
+    response = run_action(client, "reindex_selected", [ready])
+    assert "Queued 1 document for re-indexing." in messages_of(response)
+    ready.refresh_from_db()
+    assert (ready.status, ready.generation) == ("queued", 1)
+
+    response = run_action(client, "cancel_selected", [ready])
+    assert "Cancelled 1." in messages_of(response)
+    ready.refresh_from_db()
+    assert ready.status == "failed" and ready.error == "ready was cancelled by editor before it finished. The previous version stays searchable."
+
+    other = indexed(staff, "other", "Fine.")
+    response = run_action(client, "retry_selected", [ready, other])
+    assert "Queued 1 failed document again. 1 had not failed and were left alone." in messages_of(response)
+    ready.refresh_from_db()
+    other.refresh_from_db()
+    assert (ready.status, other.status, other.generation) == ("queued", "ready", 0)
+
+
+def test_delete_action_confirms_then_deletes_documents_and_chunks_audited(staff: World) -> None:
+    document = indexed(staff, "old", "Obsolete. " * 400)
+    client = login(staff.editor, csrf=True)
+    token = csrf_token(client, CHANGELIST)
+    confirm = client.post(CHANGELIST, {"csrfmiddlewaretoken": token, "action": "delete_documents", "_selected_action": [document.pk]})
+    assert confirm.status_code == 200 and b"Delete 1 document and" in confirm.content
+    assert Document.objects.filter(pk=document.pk).exists()
+    done = client.post(CHANGELIST, {"csrfmiddlewaretoken": token, "action": "delete_documents", "_selected_action": [document.pk], "post": "yes"}, follow=True)
+    assert "Deleted 1 document and their chunks." in messages_of(done)
+    assert not Document.objects.filter(pk=document.pk).exists()
+    assert AuditEvent.objects.filter(tenant=staff.acme, action="delete", actor="editor", document_ids=["old"]).exists()
+    # Django's own delete_selected (which would list every chunk) is not offered.
+    assert "delete_selected" not in client.get(CHANGELIST).context["action_form"].fields["action"].choices.__repr__()
+
+
+def test_delete_from_the_change_page_lists_counts_not_chunks(staff: World) -> None:
+    document = indexed(staff, "big", "Many chunks here. " * 500)
+    client = login(staff.editor)
+    url = reverse("admin:knowledge_document_delete", args=[document.pk])
+    page = client.get(url)
+    assert page.status_code == 200 and f"big ({document.chunk_count} chunks)" in page.content.decode()
+    assert client.post(url, {"post": "yes"}).status_code == 302
+    assert not Document.objects.filter(pk=document.pk).exists()
+
+
+# --- Chunks and search -------------------------------------------------------------------------------------
+
+
+def test_chunk_view_lists_ordinals_offsets_previews_and_embedding(staff: World) -> None:
+    document = indexed(staff, "long", "Quarry chunk view. " * 300, title="Long")
+    response = login(staff.editor).get(reverse("admin:knowledge_document_chunks", args=[document.pk]))
+    assert response.status_code == 200
+    rows = response.context["rows"]
+    assert [r["ordinal"] for r in rows] == list(range(document.chunk_count)) and document.chunk_count >= 3
+    assert rows[0]["start_char"] == 0 and rows[0]["embedded"] is True and rows[0]["embedding_model"] == "test/bag-of-words"
+    assert len(rows[0]["preview"]) == 160
+    assert "long:0" in response.content.decode()
+
+
+def test_search_playground_shows_ranked_hits_with_scores(staff: World) -> None:
+    indexed(staff, "granite", "Granite is quarried in large blocks.", metadata={"rock": "igneous"})
+    indexed(staff, "marble", "Marble is a metamorphic rock.", metadata={"rock": "metamorphic"})
+    indexed(staff, "granite", "Globex granite secrets.", tenant="globex")
+    client = login(staff.editor)
+    url = reverse("admin:knowledge_document_search")
+    response = client.get(url, {"tenant": staff.acme.pk, "query": "granite blocks rock", "mode": "keyword", "limit": 5, "filters": ""})
+    hits = response.context["hits"]
+    assert [h["hit"].chunk.chunk_id for h in hits] == ["granite:0", "marble:0"]
+    assert hits[0]["hit"].score > hits[1]["hit"].score and hits[0]["document_pk"] is not None
+    assert "Globex" not in response.content.decode()
+    filtered = client.get(url, {"tenant": staff.acme.pk, "query": "rock", "mode": "keyword", "limit": 5, "filters": '{"rock": ["metamorphic"]}'})
+    assert [h["hit"].chunk.chunk_id for h in filtered.context["hits"]] == ["marble:0"]
+    bad = client.get(url, {"tenant": staff.acme.pk, "query": "rock", "mode": "keyword", "limit": 5, "filters": '{"rock": {"a": 1}}'})
+    assert "filters.rock: nested values are not allowed" in " ".join(bad.context["form"].errors["filters"])
+    foreign = client.get(url, {"tenant": staff.globex.pk, "query": "granite", "mode": "keyword", "limit": 5})
+    assert "tenant" in foreign.context["form"].errors and foreign.context["hits"] == []
+
+
+# --- Tenancy ---------------------------------------------------------------------------------------------------
+
+
+def test_staff_editor_sees_and_changes_only_their_tenants_documents(staff: World) -> None:
+    mine = indexed(staff, "mine", "Ours.")
+    theirs = indexed(staff, "theirs", "Globex only.", tenant="globex")
+    client = login(staff.editor)
+    listed = client.get(CHANGELIST)
+    assert [d.pk for d in listed.context["cl"].result_list] == [mine.pk]
+    assert [label for _, label in listed.context["cl"].filter_specs[1].lookup_choices] == ["acme"]
+    assert client.get(change_url(theirs)).status_code == 302  # "doesn't exist", back to the admin index
+    assert client.get(reverse("admin:knowledge_document_chunks", args=[theirs.pk])).status_code == 404
+    assert client.post(reverse("admin:knowledge_document_delete", args=[theirs.pk]), {"post": "yes"}).status_code == 302
+    run_action(client, "reindex_selected", [theirs])
+    theirs.refresh_from_db()
+    assert Document.objects.filter(pk=theirs.pk).exists() and (theirs.status, theirs.generation) == ("ready", 0)
+
+
+def test_staff_editor_cannot_assign_a_document_to_another_tenant(staff: World) -> None:
+    response = login(staff.editor).post(ADD, {"tenant": staff.globex.pk, "text": "Sneaky.", "title": "Sneaky"})
+    assert response.status_code == 200 and "Select a valid choice" in " ".join(response.context["form"].errors["tenant"])
+    assert not Document.objects.exists()
+    form = login(staff.editor).get(ADD).context["form"]
+    assert list(form.fields["tenant"].queryset) == [staff.acme]
+
+
+def test_staff_reader_has_no_access_to_documents(staff: World) -> None:
+    indexed(staff, "mine", "Ours.")
+    client = login(staff.teammate)
+    assert client.get(CHANGELIST).status_code == 403
+    assert client.get(ADD).status_code == 403
+    assert client.get(reverse("admin:knowledge_document_search")).status_code == 403
+    assert client.get(reverse("admin:knowledge_document_progress"), {"ids": "1"}).status_code == 403
+    index = client.get("/admin/")
+    assert b"/admin/knowledge/document/" not in index.content
+
+
+def test_non_staff_members_cannot_use_the_admin(world: World) -> None:
+    client = login(world.editor)  # an editor, but not staff
+    assert client.get(CHANGELIST).status_code == 302  # to the admin login page
+
+
+def test_superuser_sees_every_tenant(staff: World) -> None:
+    indexed(staff, "mine", "Ours.")
+    indexed(staff, "theirs", "Globex only.", tenant="globex")
+    root = make_user("root", superuser=True)
+    listed = login(root).get(CHANGELIST)
+    assert sorted(d.external_id for d in listed.context["cl"].result_list) == ["mine", "theirs"]
+    assert re.search(r"Upload documents", listed.content.decode())

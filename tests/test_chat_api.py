@@ -1,0 +1,377 @@
+"""POST /v1/chat/sessions and /v1/chat/completions (JSON) in process, through litellm for real.
+
+The chat model is tests/fake_openai.py on 127.0.0.1 (the provider's network is
+the boundary); retrieval is the real PostgreSQL backend with the local embedder.
+Streaming over a real server is in test_chat_stream.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import OperationalError
+from django.test import Client
+
+from chat.models import ChatSession, Turn
+from knowledge import rag
+from tests.conftest import World
+from tests.fake_openai import FAIL_ALWAYS, FakeOpenAI, fake_openai_server
+
+SECRET_KEY_MARKER = "sk-quarry-test-secret-8c1f"
+UPLOAD_QUESTION = "How do editors upload files?"
+
+
+def write_catalog(path: Path, base_url: str, *, models: dict[str, Any] | None = None, num_retries: int = 0) -> Path:
+    """A catalog whose default model ``chat`` is the fake server's ``answer`` model (or ``models``)."""
+    models = models or {"chat": {"deployments": [{"model": "openai/answer", "api_base": base_url, "api_key": SECRET_KEY_MARKER}]}}
+    path.write_text(json.dumps({"default_model": "chat", "router": {"num_retries": num_retries}, "models": models}))
+    return path  # JSON is YAML
+
+
+def deployment(base_url: str, name: str) -> dict[str, str]:
+    return {"model": f"openai/{name}", "api_base": base_url, "api_key": SECRET_KEY_MARKER}
+
+
+def index_world(world: World) -> None:
+    """acme and globex hold documents; they share a document id, never their text."""
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([
+        rag.RAGDocument("guide", "Editors upload files in the admin. Uploads are processed in the background by workers.",
+                        title="Uploading"),
+        rag.RAGDocument("modes", "Keyword search uses BM25 while semantic search compares embeddings.", title="Search modes"),
+    ])
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)(
+        [rag.RAGDocument("guide", "Globex confidential: quarterly upload numbers for the board.")]
+    )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with fake_openai_server() as server:
+        yield server
+
+
+@pytest.fixture
+def chat_world(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> World:
+    index_world(world)
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
+    return world
+
+
+def new_session(world: World, user: Any) -> str:
+    response = world.client(user).post("/v1/chat/sessions", {}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["session_id"]
+
+
+def complete(world: World, user: Any, **body: Any) -> Any:
+    return world.client(user).post("/v1/chat/completions", body, format="json")
+
+
+async def drain(response: Any) -> str:
+    """The body of a streamed response from the in-process test client."""
+    return b"".join([chunk async for chunk in response.streaming_content]).decode()
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+def test_reader_creates_a_session_with_a_greeting(chat_world: World) -> None:
+    response = chat_world.client(chat_world.teammate).post("/v1/chat/sessions", {"tenant": "acme"}, format="json")
+    assert response.status_code == 201
+    body = response.json()
+    assert set(body) == {"session_id", "greeting"} and body["session_id"].startswith("session-")
+    assert "acme" in body["greeting"]
+    assert response["Cache-Control"] == "no-store"
+    session = ChatSession.objects.get(public_id=body["session_id"])
+    assert session.tenant == chat_world.acme and session.principal == f"user:{chat_world.teammate.pk}"
+
+
+def test_outsider_cannot_create_a_session_in_our_tenant(chat_world: World) -> None:
+    response = chat_world.client(chat_world.outsider).post("/v1/chat/sessions", {"tenant": "acme"}, format="json")
+    assert response.status_code == 404 and response.json()["error"] == "tenant_not_found"
+    assert not ChatSession.objects.exists()
+
+
+def test_anonymous_session_and_completion_are_401(chat_world: World) -> None:
+    from rest_framework.test import APIClient
+
+    assert APIClient().post("/v1/chat/sessions", {}, format="json").status_code == 401
+    response = APIClient().post("/v1/chat/completions", {"session_id": "session-x", "prompt": "hi"}, format="json")
+    assert response.status_code == 401
+    assert response.json() == {"error": "not_authenticated", "detail": "Authentication credentials were not provided."}
+    assert response["WWW-Authenticate"] == "Bearer" and response["Cache-Control"] == "no-store"
+
+
+# --- completions: the envelope, citations, grounding --------------------------------------------
+
+
+def test_completion_envelope_citations_and_stored_turns(chat_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    assert response.status_code == 200, response.content
+    assert response["Cache-Control"] == "no-store"
+    body = response.json()
+    assert list(body) == ["id", "model", "provider", "provider_model", "message", "finish_reason", "usage", "retry_count",
+                          "fallback_count", "session_id", "citations"]
+    assert body["message"] == {"role": "assistant", "content": "The fake model answers from the passages [1]."}
+    assert (body["model"], body["provider"], body["provider_model"]) == ("chat", "openai", "answer")
+    assert body["id"].startswith("chatcmpl-fake-") and body["finish_reason"] == "stop"
+    assert body["retry_count"] == 0 and body["fallback_count"] == 0 and body["session_id"] == session_id
+    assert body["usage"]["completion_tokens"] == 8
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + 8 > 8
+    assert [(c["document_id"], c["chunk_id"]) for c in body["citations"]] == [("guide", "guide:0")]
+    assert body["citations"][0]["score"] > 0
+
+    # The model saw the server's template with the passage numbered 1, then the question, and nothing else chosen by us.
+    sent = fake.received("/v1/chat/completions")[-1].json
+    assert sent["model"] == "answer" and sent["stream"] is True
+    system, question = sent["messages"][0], sent["messages"][-1]
+    assert [m["role"] for m in sent["messages"]] == ["system", "user"]
+    assert "Answer only from the numbered passages" in system["content"]
+    assert '<passage n="1" document="guide" title="Uploading">\nEditors upload files in the admin.' in system["content"]
+    assert "Globex" not in system["content"] and "BM25" not in system["content"]
+    assert question == {"role": "user", "content": UPLOAD_QUESTION}
+
+    turns = list(Turn.objects.filter(session__public_id=session_id).order_by("id").values("role", "content", "citations", "model"))
+    assert turns == [
+        {"role": "user", "content": UPLOAD_QUESTION, "citations": [], "model": ""},
+        {"role": "assistant", "content": body["message"]["content"], "citations": body["citations"], "model": "openai/answer"},
+    ]
+
+
+def test_nothing_relevant_means_no_citations_and_an_empty_passage_list(chat_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    body = complete(chat_world, chat_world.teammate, session_id=session_id, prompt="Who won the 1998 world cup?").json()
+    assert body["citations"] == []
+    assert "(No passages were found for this question.)" in fake.received("/v1/chat/completions")[-1].json["messages"][0]["content"]
+
+
+def test_the_last_two_turns_go_into_the_prompt_oldest_first(chat_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    replies = iter(["First answer [1].", "Second answer [1].", "Third answer."])
+    fake.chat_reply = lambda messages: next(replies)
+    for prompt in ("first question about uploads", "second question about search", "third question"):
+        assert complete(chat_world, chat_world.teammate, session_id=session_id, prompt=prompt).status_code == 200
+    requests = fake.received("/v1/chat/completions")
+    assert [m["role"] for m in requests[0].json["messages"]] == ["system", "user"]
+    assert [(m["role"], m["content"]) for m in requests[2].json["messages"][1:]] == [
+        ("user", "second question about search"),
+        ("assistant", "Second answer [1]."),
+        ("user", "third question"),
+    ]
+    assert Turn.objects.filter(session__public_id=session_id).count() == 6
+
+
+def test_memory_is_never_indexed_for_retrieval(chat_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    fake.chat_reply = "Platypus-4471 is the answer [1]."
+    complete(chat_world, chat_world.teammate, session_id=session_id, prompt="Tell me about platypus-4471 uploads")
+    hits = async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").search)("platypus-4471", mode="keyword")
+    assert hits == []
+
+
+def test_graph_search_only_adds_a_diagnostic(chat_world: World, settings: Any) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    body = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
+    assert body["graph_search"]["requested"] is True and body["graph_search"]["used"] is False
+    assert "No knowledge graph exists yet" in body["graph_search"]["detail"]
+    assert [c["chunk_id"] for c in body["citations"]] == ["guide:0"]
+    settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = True
+    assert "graph_search" not in complete(chat_world, chat_world.teammate, session_id=session_id, prompt="x y z upload",
+                                          graph_search=False).json()
+
+
+# --- access ---------------------------------------------------------------------------------------
+
+
+def test_outsider_gets_404_for_our_session(chat_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    own_tenant = complete(chat_world, chat_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION)
+    assert own_tenant.status_code == 404 and own_tenant.json() == {"error": "not_found", "detail": "Not found."}
+    named = complete(chat_world, chat_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION, tenant="acme")
+    assert named.status_code == 404 and named.json()["error"] == "tenant_not_found"
+    assert fake.received("/v1/chat/completions") == [] and not Turn.objects.exists()
+
+
+def test_a_teammate_cannot_use_another_members_session(chat_world: World) -> None:
+    session_id = new_session(chat_world, chat_world.owner)
+    response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    assert response.status_code == 404
+    assert complete(chat_world, chat_world.owner, session_id=session_id, prompt=UPLOAD_QUESTION).status_code == 200
+
+
+def test_unknown_session_is_404(chat_world: World) -> None:
+    response = complete(chat_world, chat_world.teammate, session_id="session-doesnotexist", prompt="hello")
+    assert response.status_code == 404
+
+
+def test_browser_session_needs_a_csrf_token(chat_world: World) -> None:
+    session_id = new_session(chat_world, chat_world.teammate)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(chat_world.teammate)
+    refused = browser.post("/v1/chat/completions", {"session_id": session_id, "prompt": "hi", "tenant": "acme"},
+                           content_type="application/json")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
+    browser = Client()  # the same rules as every DRF view: with the token check off, the session works
+    browser.force_login(chat_world.teammate)
+    ok = browser.post("/v1/chat/completions", {"session_id": session_id, "prompt": UPLOAD_QUESTION, "tenant": "acme"},
+                      content_type="application/json")
+    assert ok.status_code == 200, ok.content
+
+
+BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
+    ({"prompt": "hi"}, "session_id", "required"),
+    ({"session_id": "session-x"}, "prompt", "required"),
+    ({"session_id": "session-x", "prompt": "   "}, "prompt", "may not be blank"),
+    ({"session_id": "session-x", "prompt": "x" * 16_385}, "prompt", "no more than 16384 characters"),
+    ({"session_id": "session-x", "prompt": "a\x00b"}, "prompt", "Null characters are not allowed"),
+    ({"session_id": "session-x", "prompt": "hi", "stream": "maybe"}, "stream", "valid boolean"),
+    ({"session_id": "session-x", "prompt": "hi", "model": "gpt-4o"}, "model", "server chooses the model"),
+    ({"session_id": "session-x", "prompt": "hi", "api_base": "http://evil"}, "api_base", "server chooses"),
+    ({"session_id": "session-x", "prompt": "hi", "temperature": 2}, "temperature", "server chooses"),
+    ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Unknown field"),
+]
+
+
+def test_bad_input_is_a_400_naming_the_field(world: World) -> None:
+    # One world for all cases: building it dominates the cost of each request.
+    for body, field, phrase in BAD_INPUT:
+        response = complete(world, world.teammate, **body)
+        assert response.status_code == 400, (body, response.content)
+        fields = response.json()["fields"]
+        assert field in fields and phrase in " ".join(fields[field]), (body, fields)
+
+
+def test_malformed_json_is_400_and_get_is_405(world: World) -> None:
+    client = world.client(world.teammate)
+    response = client.generic("POST", "/v1/chat/completions", "{nope", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"] == "parse_error"
+    response = client.get("/v1/chat/completions")
+    assert response.status_code == 405 and response.json()["error"] == "method_not_allowed"
+
+
+# --- retries, fallbacks, failures -----------------------------------------------------------------
+
+
+def test_retry_count_when_the_first_call_fails(chat_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
+    models = {"chat": {"deployments": [deployment(fake.base_url, "flaky")]}}
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "retry.yaml", fake.base_url, models=models, num_retries=1)
+    fake.chat_failures = {"flaky": 1}
+    body = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt=UPLOAD_QUESTION).json()
+    assert (body["retry_count"], body["fallback_count"], body["provider_model"]) == (1, 0, "flaky")
+    assert [r.json["model"] for r in fake.received("/v1/chat/completions")] == ["flaky", "flaky"]
+
+
+def test_first_deployment_fails_second_answers(chat_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
+    models = {"chat": {"deployments": [deployment(fake.base_url, "first"), deployment(fake.base_url, "second")]}}
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "fallback.yaml", fake.base_url, models=models, num_retries=1)
+    fake.chat_failures = {"first": FAIL_ALWAYS}
+    body = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt=UPLOAD_QUESTION).json()
+    # The first deployment is tried and retried once, then the second answers.
+    assert [r.json["model"] for r in fake.received("/v1/chat/completions")] == ["first", "first", "second"]
+    assert (body["retry_count"], body["fallback_count"]) == (1, 1)
+    assert (body["model"], body["provider"], body["provider_model"]) == ("chat", "openai", "second")
+    assert body["message"]["content"] == "The fake model answers from the passages [1]."
+
+
+def test_fallback_to_another_catalog_model(chat_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
+    models = {
+        "chat": {"deployments": [deployment(fake.base_url, "broken")], "fallbacks": ["backup"]},
+        "backup": {"deployments": [deployment(fake.base_url, "good")]},
+    }
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "groups.yaml", fake.base_url, models=models)
+    fake.chat_failures = {"broken": FAIL_ALWAYS}
+    body = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt=UPLOAD_QUESTION).json()
+    assert (body["model"], body["provider_model"], body["retry_count"], body["fallback_count"]) == ("backup", "good", 0, 1)
+
+
+def test_model_failure_is_a_503_without_provider_text_or_stored_turns(
+    chat_world: World, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.chat_failures = {"answer": FAIL_ALWAYS}
+    session_id = new_session(chat_world, chat_world.teammate)
+    with caplog.at_level(logging.DEBUG):
+        response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    assert response.status_code == 503
+    assert response.json() == {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly."}
+    assert response["Retry-After"] == "5" and response["Cache-Control"] == "no-store"
+    assert not Turn.objects.exists()
+    assert "fake upstream failure" not in caplog.text and SECRET_KEY_MARKER not in caplog.text
+    assert "chat model unavailable in tenant acme: model 'chat': InternalServerError, status 500" in caplog.text
+
+
+def test_an_unreachable_model_is_a_503(chat_world: World, tmp_path: Path, settings: Any) -> None:
+    models = {"chat": {"deployments": [deployment("http://127.0.0.1:9/v1", "nobody")]}}
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "dead.yaml", "", models=models)
+    response = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt="hi there")
+    assert response.status_code == 503 and response.json()["error"] == "model_unavailable"
+
+
+def test_retrieval_failure_is_a_503(chat_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    from knowledge.rag.backends.postgres import PostgresBackend
+
+    session_id = new_session(chat_world, chat_world.teammate)
+
+    def database_gone(self: object, query: object) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(PostgresBackend, "_search", database_gone)  # the datastore, mid-request
+    response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    assert response.status_code == 503
+    assert response.json() == {"error": "retrieval_unavailable", "detail": "Searching the knowledge base failed. Try again shortly."}
+    assert fake.received("/v1/chat/completions") == []
+
+
+def test_an_invalid_catalog_is_a_503_and_logged_by_key(chat_world: World, tmp_path: Path, settings: Any,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models:\n  chat:\n    deployments:\n      - model: openai/x\n        colour: blue\n")
+    settings.QUARRY_MODEL_CONFIG_PATH = bad
+    response = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt="hi")
+    assert response.status_code == 503 and response.json()["error"] == "model_unavailable"
+    assert "models.chat.deployments[0].colour: unknown key" in caplog.text
+
+
+# --- privacy ---------------------------------------------------------------------------------------
+
+
+def test_prompts_passages_and_answers_never_reach_the_logs(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)(
+        [rag.RAGDocument("secret", "The quokka-5531 launch code is kept in the vault with the upload keys.")]
+    )
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
+    fake.chat_reply = "The wombat-9012 answer cites [1]."
+    fake.chat_reasoning = "thinking about numbat-3318"
+    session_id = new_session(world, world.teammate)
+    with caplog.at_level(logging.DEBUG):
+        first = complete(world, world.teammate, session_id=session_id, prompt="zebra-7781: where is the quokka-5531 launch code?")
+        second = complete(world, world.teammate, session_id=session_id, prompt="zebra-7781 again", stream=True)
+        frames = async_to_sync(drain)(second)
+    assert first.status_code == 200 and "wombat-9012" in first.json()["message"]["content"]
+    assert "numbat-3318" in frames and "event: completed" in frames
+    assert "chat answered in tenant acme" in caplog.text  # the pipeline does log, without content
+    for marker in ("zebra-7781", "quokka-5531", "wombat-9012", "numbat-3318", SECRET_KEY_MARKER):
+        assert marker not in caplog.text
+
+
+# --- schema ----------------------------------------------------------------------------------------
+
+
+def test_openapi_documents_both_endpoints(db: None) -> None:
+    response = Client().get("/v1/schema", HTTP_ACCEPT="application/json")
+    paths = json.loads(response.content)["paths"] if response["Content-Type"].startswith("application/json") else None
+    if paths is None:
+        import yaml
+
+        paths = yaml.safe_load(response.content)["paths"]
+    assert "/v1/chat/sessions" in paths
+    completions = paths["/v1/chat/completions"]["post"]
+    assert set(completions["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert "graph" in completions["description"]

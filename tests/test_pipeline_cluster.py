@@ -1,0 +1,204 @@
+"""The pipeline on real django-q2 clusters (separate processes) against the test database.
+
+- ORM broker: a batch with good and bad files, live progress, and concurrent re-index requests.
+- Redis broker: upload over HTTP (uvicorn), processed by a cluster, polled and searched over HTTP.
+- A worker killed mid-document (SIGKILL to the cluster's process group): the previous chunks
+  stay searchable, and a new cluster's reclaim schedule picks the document up and finishes it.
+
+The clusters embed with the real local model. Uploads are stored under a temporary
+QUARRY_DATA_DIR shared with the child processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.utils import timezone
+from django_q.models import Schedule, Success
+
+from knowledge import pipeline, rag
+from knowledge.models import Chunk, Document
+from knowledge.selectors import chunk_search
+from tests.conftest import World
+from tests.factories import make_token
+from tests.servers import asgi_server, child_env, qcluster, read_log, redis_available, wait_for
+from tests.test_extraction import make_pdf
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+needs_redis = pytest.mark.skipif(not redis_available(REDIS_URL), reason="no Redis server at 127.0.0.1:6379")
+TERMINAL = ("ready", "failed")
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def data_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return tmp_path
+
+
+@contextmanager
+def cluster(env: dict[str, str], log_name: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``tests.servers.qcluster`` that stops gracefully: SIGTERM to the cluster's leader only.
+
+    SIGTERM to the whole process group (what ``stop_process`` sends) kills the workers under
+    the sentinel, which then waits for them until the 15 s SIGKILL fallback.
+    """
+    with qcluster(env, log_name=log_name) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass  # qcluster's own exit kills the group
+
+
+def cluster_env(data_dir: Path, **overrides: str) -> dict[str, str]:
+    """Children on the test database and our data dir, with a 3 s lease (heartbeat every second)."""
+    return child_env(**{"REDIS_URL": "", "QUARRY_DATA_DIR": str(data_dir), "QUARRY_DOCUMENT_LEASE_SECONDS": "3", **overrides})
+
+
+def statuses(world: World) -> dict[str, tuple[str, str]]:
+    return {d.external_id: (d.status, d.error) for d in Document.objects.filter(tenant=world.acme)}
+
+
+def keyword_ids(world: World, query: str) -> list[str]:
+    return sorted({h.chunk.document_id for h in chunk_search(tenant=world.acme, query=query, mode="keyword", limit=50)})
+
+
+def long_text(word: str, paragraphs: int) -> str:
+    return "\n\n".join(f"Paragraph {n} of the {word} handbook. " + f"The {word} procedure is described here in detail. " * 30 for n in range(paragraphs))
+
+
+def test_a_batch_is_processed_by_a_cluster_on_the_orm_broker(world: World, data_dir: Path) -> None:
+    batch = [
+        SimpleUploadedFile("manual.md", ("# Granite manual\n\n" + long_text("granite", 40)).encode()),
+        SimpleUploadedFile("report.pdf", make_pdf(["Quarterly marble output."])),
+        SimpleUploadedFile("corrupt.pdf", b"%PDF-1.7\n1 0 obj broken"),
+        SimpleUploadedFile("empty.txt", b""),
+        SimpleUploadedFile("slides.key", b"keynote", content_type="application/octet-stream"),
+    ]
+    pipeline.document_upload_create(tenant=world.acme, actor="editor", files=batch)
+    manual = Document.objects.get(tenant=world.acme, external_id="manual.md")
+    seen: list[float] = []
+    with cluster(cluster_env(data_dir), log_name="qcluster-pipeline-orm"):
+        def settled() -> bool:
+            manual.refresh_from_db(fields=["status", "progress"])
+            if manual.status == "processing":
+                seen.append(manual.progress)
+            return all(status in TERMINAL for status, _ in statuses(world).values())
+
+        wait_for(settled, timeout=120, interval=0.05, what=f"the batch to settle: {statuses(world)}")
+
+        # Two re-index requests for one document at the same moment, each with its own text.
+        texts = ["Version A: " + long_text("basalt", 3), "Version B: " + long_text("slate", 4)]
+        barrier = threading.Barrier(2)
+
+        def request(text: str) -> None:
+            try:
+                barrier.wait()
+                pipeline.document_text_save(tenant=world.acme, external_id="manual.md", text=text, actor="editor")
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=request, args=(t,)) for t in texts]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wait_for(lambda: Document.objects.get(pk=manual.pk).status in TERMINAL and not Document.objects.filter(pk=manual.pk, lease_id__gt="").exists(),
+                 timeout=90, what="the concurrent re-index to settle")
+        time.sleep(1.5)  # a late duplicate task must not change anything
+    assert statuses(world) == {
+        "manual.md": ("ready", ""),
+        "report.pdf": ("ready", ""),
+        "corrupt.pdf": ("failed", statuses(world)["corrupt.pdf"][1]),
+        "empty.txt": ("failed", "empty.txt is empty"),
+        "slides.key": ("failed", "slides.key: unsupported file type '.key'; supported: .txt, .md, .html, .pdf, .docx"),
+    }, read_log("qcluster-pipeline-orm")[-3000:]
+    assert statuses(world)["corrupt.pdf"][1].startswith("corrupt.pdf is corrupt or not a PDF")
+    assert any(0 < p < 1 for p in seen), f"progress never moved: {seen[:20]}"
+    assert seen == sorted(seen)
+    # One consistent final version: the latest request's text, all of its chunks, nothing of the other.
+    manual = Document.objects.get(pk=manual.pk)
+    assert manual.text == manual.source_text and manual.text in texts
+    chunks = list(Chunk.objects.filter(document=manual).order_by("ordinal"))
+    assert len(chunks) == manual.chunk_count and all(manual.text[c.start_char : c.end_char] == c.text for c in chunks)
+    assert all(c.embedding is not None for c in chunks)
+    winner, loser = ("basalt", "slate") if manual.text == texts[0] else ("slate", "basalt")
+    assert keyword_ids(world, winner) == ["manual.md"] and keyword_ids(world, loser) == [] and keyword_ids(world, "granite") == []
+    assert keyword_ids(world, "marble") == ["report.pdf"]
+    assert set(Success.objects.filter(func=pipeline.PROCESS_TASK).values_list("result", flat=True)) <= {"ready", "failed", "requeued", "skipped"}
+
+
+@needs_redis
+def test_upload_over_http_is_processed_by_a_cluster_on_the_redis_broker(world: World, data_dir: Path) -> None:
+    env = cluster_env(data_dir, REDIS_URL=REDIS_URL, QUARRY_Q_NAME=f"pipe-{uuid.uuid4().hex[:6]}")
+    token = make_token(world.acme, world.editor)
+    headers = {"Authorization": f"Bearer {token}"}
+    with asgi_server(env, log_name="uvicorn-pipeline-redis") as base, cluster(env, log_name="qcluster-pipeline-redis"):
+        response = httpx.post(
+            f"{base}/v1/documents/upload", headers=headers, timeout=30,
+            files=[("files", ("granite.txt", b"Granite is an igneous rock quarried in blocks.")),
+                   ("files", ("broken.pdf", b"%PDF-1.4 nonsense"))],
+            data={"metadata": '{"source": "redis-test"}'},
+        )
+        assert response.status_code == 202, response.text
+        assert response.json() == {"document_ids": ["granite.txt", "broken.pdf"]}
+
+        def settled() -> dict[str, dict[str, object]] | None:
+            bodies = {i: httpx.get(f"{base}/v1/documents/{i}", headers=headers, timeout=10).json() for i in ("granite.txt", "broken.pdf")}
+            return bodies if all(b["status"] in TERMINAL for b in bodies.values()) else None
+
+        bodies = wait_for(settled, timeout=120, interval=0.3, what="the uploads to be processed via Redis")
+        hits = httpx.post(f"{base}/v1/search", headers=headers, json={"query": "igneous rock"}, timeout=30).json()["hits"]
+    assert (bodies["granite.txt"]["status"], bodies["granite.txt"]["chunk_count"], bodies["granite.txt"]["metadata"]) == ("ready", 1, {"source": "redis-test"})
+    assert bodies["broken.pdf"]["status"] == "failed" and bodies["broken.pdf"]["error"].startswith("broken.pdf is corrupt or not a PDF")
+    assert hits[0]["document_id"] == "granite.txt"
+
+
+def test_a_killed_worker_leaves_old_chunks_searchable_and_a_new_cluster_finishes_the_document(world: World, data_dir: Path) -> None:
+    pipeline.documents_ingest(tenant=world.acme, actor="seed", embedder=None,
+                              documents=[rag.RAGDocument("handbook", "The granite handbook, first edition.")])
+    document = pipeline.document_text_save(tenant=world.acme, external_id="handbook", text=long_text("marble", 40), actor="editor")
+    env = cluster_env(data_dir, QUARRY_WORKERS="1")
+    with cluster(env, log_name="qcluster-pipeline-killed") as first:
+        # Extracted (progress 0.1, written by the lease heartbeat) and now embedding: kill it.
+        wait_for(lambda: Document.objects.filter(pk=document.pk, status="processing", progress__gte=0.1).exists(),
+                 timeout=90, interval=0.05, what="the first cluster to be embedding the new version")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    killed = Document.objects.get(pk=document.pk)
+    assert killed.status == "processing" and killed.lease_id and killed.attempts == 1
+    assert killed.progress < 0.95  # it really died mid-way
+    # Nothing of the half-done version is visible; the first edition still is.
+    assert keyword_ids(world, "granite") == ["handbook"] and keyword_ids(world, "marble") == []
+    assert (killed.version, killed.chunk_count) == (1, 1)
+
+    # The reclaim schedule exists (it is ensured whenever work is queued) and is due: as if its
+    # minute had passed. The new cluster's scheduler runs it ~30 s after start (django-q2's cadence).
+    assert Schedule.objects.filter(name=pipeline.RECLAIM_SCHEDULE_NAME).update(next_run=timezone.now()) == 1
+    with cluster(env, log_name="qcluster-pipeline-rescue"):
+        wait_for(lambda: Document.objects.get(pk=document.pk).status in TERMINAL, timeout=150, interval=0.2,
+                 what=f"the new cluster to finish the document: {read_log('qcluster-pipeline-rescue')[-2000:]}")
+    rescued = Document.objects.get(pk=document.pk)
+    assert (rescued.status, rescued.error, rescued.version, rescued.attempts) == ("ready", "", 2, 2)
+    assert rescued.chunk_count > 30 and rescued.lease_expires_at is None
+    assert keyword_ids(world, "marble") == ["handbook"] and keyword_ids(world, "granite") == []
+    assert Success.objects.filter(func=pipeline.RECLAIM_TASK).exists()
