@@ -59,6 +59,31 @@ def env_int(
     return value
 
 
+def env_float(
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> float:
+    """Parse a finite decimal number, optionally bounded (inclusive)."""
+    raw = env_str(name, None, environ=environ)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {value}")
+    return value
+
+
 def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
     """Parse a comma-separated list; blanks are dropped."""
     raw = env_str(name, None, environ=environ)

@@ -19,7 +19,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_choice, env_int, env_list, env_str
+from config.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -200,15 +200,30 @@ QUARRY_CHAT_RETRIEVAL_TOP_K = env_int("QUARRY_CHAT_RETRIEVAL_TOP_K", 5, minimum=
 QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = env_bool("QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH", False)
 # A passage found only by semantic search is used when its cosine similarity reaches this
 # (0..1); keyword matches always count. Semantic search always returns *something*.
-_min_similarity = env_str("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY") or "0.3"
-try:
-    QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY = float(_min_similarity)
-except ValueError:
-    raise ImproperlyConfigured(f"QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY must be a number, got {_min_similarity!r}") from None
-if not 0.0 <= QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY <= 1.0:
-    raise ImproperlyConfigured(f"QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY must be between 0 and 1, got {_min_similarity!r}")
+QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY = env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY", 0.3, minimum=0.0, maximum=1.0)
 # Turns of conversation memory (user and assistant messages, oldest first) in each prompt.
 QUARRY_CHAT_MEMORY_TURNS = env_int("QUARRY_CHAT_MEMORY_TURNS", 2, minimum=0, maximum=20)
+
+# --- Retrieval agent (chat/agent): bounds of one run ------------------------------
+# The catalog's logical model the agent asks (it must call tools); empty: the catalog's default.
+QUARRY_AGENT_MODEL = (env_str("QUARRY_AGENT_MODEL") or "").strip()
+# Wall-clock seconds one invocation (a new run, or a resume) may take before it stops (resumable).
+QUARRY_AGENT_TIMEOUT_SECONDS = env_int("QUARRY_AGENT_TIMEOUT_SECONDS", 120, minimum=1, maximum=3600)
+# Seconds one tool call may take; a slower one is an ok:false result, not the end of the run.
+QUARRY_AGENT_TOOL_TIMEOUT_SECONDS = env_int("QUARRY_AGENT_TOOL_TIMEOUT_SECONDS", 20, minimum=1, maximum=600)
+# Model tokens (prompt + completion, summed over the run's turns) after which no tool step starts:
+# the model writes its answer next. The answering turn itself may go past it once.
+QUARRY_AGENT_TOKEN_BUDGET = env_int("QUARRY_AGENT_TOKEN_BUDGET", 60_000, minimum=100, maximum=10_000_000)
+# Hits one search tool call may return (the model's `limit` is capped to this), and its default.
+QUARRY_AGENT_TOOL_MAX_RESULTS = env_int("QUARRY_AGENT_TOOL_MAX_RESULTS", 10, minimum=1, maximum=100)
+QUARRY_AGENT_TOOL_DEFAULT_RESULTS = env_int("QUARRY_AGENT_TOOL_DEFAULT_RESULTS", 5, minimum=1, maximum=100)
+# Tool calls one model turn may make; the ones beyond are answered ok:false without running.
+QUARRY_AGENT_MAX_TOOL_CALLS_PER_STEP = env_int("QUARRY_AGENT_MAX_TOOL_CALLS_PER_STEP", 8, minimum=1, maximum=64)
+if QUARRY_AGENT_TOOL_DEFAULT_RESULTS > QUARRY_AGENT_TOOL_MAX_RESULTS:
+    raise ImproperlyConfigured(
+        f"QUARRY_AGENT_TOOL_DEFAULT_RESULTS ({QUARRY_AGENT_TOOL_DEFAULT_RESULTS}) must not exceed "
+        f"QUARRY_AGENT_TOOL_MAX_RESULTS ({QUARRY_AGENT_TOOL_MAX_RESULTS})"
+    )
 
 # --- Auth, API -------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
@@ -217,7 +232,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+# The end users' sign-in page (chat.views); the admin keeps its own at /admin/login/.
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
 
 REST_FRAMEWORK = {
     # Bearer first: its WWW-Authenticate header is what turns "no credentials" into 401.
