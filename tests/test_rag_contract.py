@@ -95,14 +95,16 @@ def test_reingest_replaces_the_document_completely(make_service) -> None:
 def test_unchanged_chunks_are_not_embedded_again(make_service) -> None:
     embedder = BagOfWordsEmbedder()
     service = make_service(embedder=embedder, chunker=rag.FixedSizeChunker(size=100, overlap=0))
-    parts = [f"paragraph {i} talks about topic {i} in some detail here." for i in range(30)]
-    run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
+    parts = [f"paragraph {i} talks about topic {i} in some detail here, at length." for i in range(1450)]
+    assert run(service.ingest, [RAGDocument("doc", "\n".join(parts))]) >= 1000
     first = embedder.texts_embedded
     run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
-    assert embedder.texts_embedded == first, "an unchanged document costs no embedding"
+    assert embedder.texts_embedded == first, "an unchanged 1,000-chunk document costs no embedding"
+    calls = len(embedder.calls)
     parts[-1] = "a brand new final paragraph."
     run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
     assert 1 <= embedder.texts_embedded - first <= 2, "only the changed chunk is embedded"
+    assert len(embedder.calls) == calls + 1
 
 
 def test_a_new_embedding_model_re_embeds(make_service) -> None:
