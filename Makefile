@@ -16,7 +16,7 @@ export PYTHONUNBUFFERED := 1
 
 help:
 	@echo "make run   - install, start PostgreSQL, migrate, seed the demo, serve on http://127.0.0.1:$${PORT:-8000}"
-	@echo "make test  - install, then run the whole test suite"
+	@echo "make test  - install (Chromium too, for the browser tests), then run the whole test suite"
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,24 @@ run: $(STAMP)
 	$(PY) manage.py demo_corpus
 	$(PY) -m config.serve
 
-test: $(STAMP)
+# The browser tests (tests/e2e) drive Debian's Chromium, never a browser a tool downloads.
+# Installed with apt-get when missing (as root, or through passwordless sudo); the package
+# lists are refreshed only when they do not know chromium or are too stale to fetch it.
+CHROMIUM := /usr/bin/chromium
+APT_GET  := env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
+
+$(CHROMIUM):
+	@command -v apt-get >/dev/null 2>&1 || { echo "$(CHROMIUM) is missing and this is not a Debian-like system: install Chromium there yourself." >&2; exit 1; }
+	@if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+	else echo "$(CHROMIUM) is missing and installing it needs root: run 'sudo apt-get install -y chromium' once." >&2; exit 1; fi; \
+	echo "Installing Debian's chromium for the browser tests (apt-get)..."; \
+	if apt-cache show chromium >/dev/null 2>&1 && $$sudo $(APT_GET) install chromium >/dev/null; then :; \
+	else $$sudo $(APT_GET) update >/dev/null && $$sudo $(APT_GET) install chromium >/dev/null; fi
+	@test -x $(CHROMIUM)
+
+# QUARRY_E2E_REQUIRED: a missing browser fails the browser tests instead of skipping them.
+test: $(STAMP) $(CHROMIUM)
 	DEBUG=1 $(PY) manage.py collectstatic --noinput --verbosity 0
-	$(PY) -m pytest
+	QUARRY_E2E_REQUIRED=1 $(PY) -m pytest
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
@@ -73,3 +77,53 @@ def passages(count: int, words_per: int, seed: int = 0) -> list[str]:
 
 def emit(result: dict[str, object]) -> None:
     print(json.dumps(result, indent=2))
+
+
+def pctl(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def summary(values: Sequence[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {"p50_ms": round(pctl(values, 50), 1), "p95_ms": round(pctl(values, 95), 1), "max_ms": round(max(values), 1),
+            "mean_ms": round(statistics.fmean(values), 1)}
+
+
+class TableEmbedder:
+    """Hands out precomputed vectors by text (the model cost was paid up front)."""
+
+    dimension = 384
+
+    def __init__(self, table: dict[str, list[float]], model_id: str) -> None:
+        self.table = table
+        self.model_id = model_id
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        return [self.table[t] for t in texts]
+
+
+def index_perturbed_corpus(tenant_slug: str, count: int, base_count: int, *, seed: int = 31) -> float:
+    """Index ``count`` windows of real text whose vectors are perturbed real embeddings
+    (``base_count`` embedded by the local model, filed under its id); returns seconds."""
+    from asgiref.sync import async_to_sync
+    from django.db import connection
+
+    from knowledge import rag
+    from knowledge.rag.embedding import LOCAL_MODEL_ID
+
+    texts = passages(count, words_per=120, seed=seed)
+    base = np.array(async_to_sync(rag.LocalEmbedder().embed)(texts[:base_count]), dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    vectors = base[np.arange(count) % len(base)] + rng.normal(0, 0.04, size=(count, base.shape[1]))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    service = rag.postgres(TableEmbedder({t: vectors[i].tolist() for i, t in enumerate(texts)}, LOCAL_MODEL_ID),
+                           namespace=tenant_slug)
+    started = time.perf_counter()
+    for start in range(0, count, 1000):
+        docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + 1000, count))]
+        async_to_sync(service.ingest)(docs)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE knowledge_chunk")
+    return time.perf_counter() - started

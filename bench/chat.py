@@ -27,64 +27,15 @@ import argparse
 import asyncio
 import json
 import secrets
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from _common import ROOT, bench_tenant, emit, passages, setup_django
+from _common import ROOT, bench_tenant, emit, index_perturbed_corpus, passages, setup_django, summary
 
 STUB_REPLY = " ".join(["The passages say that this is how it works [1]."] * 4)  # 40 words
-
-
-def pctl(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
-
-
-def summary(values: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": round(pctl(values, 50), 1), "p95_ms": round(pctl(values, 95), 1), "max_ms": round(max(values), 1),
-            "mean_ms": round(statistics.fmean(values), 1)}
-
-
-class TableEmbedder:
-    """Hands out precomputed vectors, filed under the local model's id (the server embeds queries with it)."""
-
-    dimension = 384
-
-    def __init__(self, table: dict[str, list[float]], model_id: str) -> None:
-        self.table = table
-        self.model_id = model_id
-
-    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
-        return [self.table[t] for t in texts]
-
-
-def index(tenant_slug: str, count: int, base_count: int) -> float:
-    from asgiref.sync import async_to_sync
-    from django.db import connection
-
-    from knowledge import rag
-    from knowledge.rag.embedding import LOCAL_MODEL_ID
-
-    texts = passages(count, words_per=120, seed=21)
-    base = np.array(async_to_sync(rag.LocalEmbedder().embed)(texts[:base_count]), dtype=np.float64)
-    rng = np.random.default_rng(3)
-    vectors = base[np.arange(count) % len(base)] + rng.normal(0, 0.04, size=(count, base.shape[1]))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    service = rag.postgres(TableEmbedder({t: vectors[i].tolist() for i, t in enumerate(texts)}, LOCAL_MODEL_ID),
-                           namespace=tenant_slug)
-    started = time.perf_counter()
-    for start in range(0, count, 1000):
-        docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + 1000, count))]
-        async_to_sync(service.ingest)(docs)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE knowledge_chunk")
-    return time.perf_counter() - started
 
 
 async def one_stream(client: Any, base: str, headers: dict[str, str], session_id: str, prompt: str) -> dict[str, Any]:
@@ -169,7 +120,7 @@ def main() -> None:
 
     queries = [" ".join(p.split()[:10]) + "?" for p in passages(200, words_per=40, seed=77)]
     with bench_tenant("bench-chat") as tenant, fake_openai_server() as stub, tempfile.TemporaryDirectory() as tmp:
-        index_s = index(tenant.slug, args.chunks, min(args.base_vectors, args.chunks))  # type: ignore[attr-defined]
+        index_s = index_perturbed_corpus(tenant.slug, args.chunks, min(args.base_vectors, args.chunks))  # type: ignore[attr-defined]
         user, _ = user_ensure(username="bench-chat-reader", password=None)
         membership_set(user=user, tenant=tenant, role=Role.READER)
         _, token = api_token_create(tenant=tenant, owner=user, role=Role.READER)

@@ -16,7 +16,6 @@ database's semantic top 10 with NumPy's exact top 10.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import time
 from collections.abc import Sequence

@@ -85,3 +85,89 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.role}:{self.pk}"
+
+
+# --- the retrieval agent ----------------------------------------------------------------------
+
+
+def new_run_id() -> str:
+    """``run-`` + 22 url-safe characters (128 random bits), like session ids."""
+    return f"run-{secrets.token_urlsafe(16)}"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"  # finished: cannot be resumed
+    STOPPED = "stopped", "Stopped"  # stopped before finishing: can be resumed
+
+
+class StopReason(models.TextChoices):
+    COMPLETED = "completed", "Completed"  # the model answered on its own
+    MAX_STEPS = "max_steps", "Step budget spent"
+    REPEATED_CALL = "repeated_call", "Repeated tool call"
+    TOKEN_BUDGET = "token_budget", "Token budget spent"
+    TIMEOUT = "timeout", "Timed out"
+    PROVIDER_ERROR = "provider_error", "Model provider failed"
+    CANCELLED = "cancelled", "Client went away"
+
+
+class AgentRunQuerySet(models.QuerySet["AgentRun"]):
+    def owned_by(self, *, tenant_id: int, principal: str) -> AgentRunQuerySet:
+        """The runs one caller may see: those of their own sessions, in that tenant."""
+        return self.filter(tenant_id=tenant_id, session__principal=principal)
+
+
+class AgentRun(models.Model):
+    """One question to the retrieval agent, its tool-using steps and its outcome.
+
+    ``messages`` is the conversation after the system prompt (memory, the
+    question, each step's tool calls and results), saved after every completed
+    step, so a stopped run continues where it stopped. ``steps`` is the
+    readable log of the same steps; ``sources`` numbers every chunk a tool
+    returned (the only chunks an answer may cite).
+    """
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="agent_runs")
+    public_id = models.CharField(max_length=40, unique=True, default=new_run_id, editable=False)
+    prompt = models.TextField()
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    stop_reason = models.CharField(max_length=16, choices=StopReason.choices, blank=True)
+    error = models.CharField(max_length=40, blank=True)  # the normalized error code of a failed invocation
+    max_steps = models.PositiveSmallIntegerField(default=4)  # the step budget of the latest invocation
+    graph_search = models.BooleanField(default=False)
+    steps = models.JSONField(default=list, blank=True)  # [{step, turn, calls: [{id, tool, arguments, ok, error?, chunk_ids}]}]
+    messages = models.JSONField(default=list, blank=True)  # OpenAI-format messages without the system prompt
+    sources = models.JSONField(default=list, blank=True)  # [{source, chunk_id, document_id, score}] in order of discovery
+    answer = models.TextField(blank=True)
+    citations = models.JSONField(default=list, blank=True)  # [{document_id, chunk_id, score}] in order of citation
+    usage = models.JSONField(default=dict, blank=True)  # the whole run's {prompt_tokens, completion_tokens, total_tokens}
+    turns = models.PositiveIntegerField(default=0)  # model calls over the whole run
+    tool_call_count = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=300, blank=True)  # "<provider>/<provider model>" of the latest turn
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AgentRunQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # A session's runs, newest first (the agent's conversation memory, transcripts).
+            models.Index(fields=["session", "-id"], name="agentrun_session_latest"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(public_id__startswith="run-"), name="agentrun_public_id_prefix"),
+            models.CheckConstraint(condition=Q(status__in=RunStatus.values), name="agentrun_status_valid"),
+            models.CheckConstraint(
+                condition=Q(stop_reason="") | Q(stop_reason__in=StopReason.values), name="agentrun_stop_reason_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def resumable(self) -> bool:
+        """Stopped before finishing (max_steps, timeout, provider_error, cancelled, or a failure): it may continue."""
+        return self.status == RunStatus.STOPPED

@@ -50,7 +50,7 @@ def template_text(name: str) -> str:
 
 
 def _attribute(value: str) -> str:
-    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace("\n", " ")
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
 def render_passages(hits: Sequence[rag.RAGHit]) -> str:

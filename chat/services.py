@@ -39,3 +39,30 @@ def chat_exchange_record(
     )
     ChatSession.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     return user, assistant
+
+
+TITLE_MAX_CHARS = 200  # ChatSession.title's column width
+
+
+def chat_session_rename(*, session: ChatSession, title: str) -> ChatSession:
+    """Give ``session`` a title chosen by its owner; a blank title goes back to the derived one.
+
+    Precondition: ``session`` was loaded for the caller (tenant and principal). Whitespace
+    runs collapse to one space; longer titles are cut at ``TITLE_MAX_CHARS``. Renaming does
+    not move the session in the list (``updated_at`` tracks conversation activity).
+    """
+    clean = " ".join(title.split())[:TITLE_MAX_CHARS]
+    ChatSession.objects.filter(pk=session.pk).update(title=clean)
+    session.title = clean
+    return session
+
+
+@transaction.atomic
+def chat_session_delete(*, session: ChatSession) -> None:
+    """Delete ``session`` with its turns (and anything else hanging off it, by cascade).
+
+    Precondition: ``session`` was loaded for the caller (tenant and principal). An answer
+    still streaming into it elsewhere fails to store and ends with an error event.
+    """
+    Turn.objects.filter(tenant_id=session.tenant_id, session=session).delete()
+    session.delete()

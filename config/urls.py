@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import TemplateView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts import api as accounts_api
@@ -20,6 +19,9 @@ api_v1 = [
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
     path("chat/sessions", chat_api.ChatSessionCreateApi.as_view(), name="chat-sessions"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
+    path("agent/sessions", chat_api.AgentSessionCreateApi.as_view(), name="agent-sessions"),
+    path("agent/completions", chat_api.agent_completions, name="agent-completions"),
+    path("agent/runs/<str:run_id>/resume", chat_api.agent_run_resume, name="agent-run-resume"),
     path("documents", knowledge_api.DocumentListApi.as_view(), name="documents"),
     # Before the detail route: document ids may contain "/", so "upload" is reserved here.
     path("documents/upload", knowledge_api.DocumentUploadApi.as_view(), name="documents-upload"),
@@ -29,9 +31,10 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html"), name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("v1/", include((api_v1, "v1"))),
+    # The end users' pages: "/" is the chat (sign-in first), plus search and documents.
+    path("", include("chat.urls_web")),
 ]

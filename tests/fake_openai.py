@@ -18,6 +18,13 @@
   after that many content chunks). ``streams_completed`` / ``streams_aborted`` /
   ``streams_broken`` count streams that ran to ``[DONE]`` / whose client went away
   mid-stream / that ``chat_break_after`` dropped.
+- Scripted turns (the agent's tests): ``chat_script`` is a list consumed one item
+  per chat request, first in first out, before ``chat_reply`` is consulted. An
+  item is a ``Scripted`` (text, ``ToolCall``s, a failure status, a delay, a
+  usage override) or a plain string (a text answer); ``chat_reply`` may also
+  return a ``Scripted``. Tool calls go out in OpenAI's shape: streamed as
+  ``delta.tool_calls`` pieces (name first, then the arguments in two parts),
+  or as ``message.tool_calls``, with ``finish_reason: "tool_calls"``.
 - More endpoints: pass ``routes={path: handler}`` or assign
   ``server.routes[path] = handler``. A handler takes the server and the
   ``ReceivedRequest`` and returns a ``Reply``.
@@ -65,6 +72,43 @@ class Reply:
 
 
 FAIL_ALWAYS = -1
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the fake model makes. ``arguments``: a dict is sent as JSON, a str as is (e.g. broken JSON)."""
+
+    name: str
+    arguments: Any = field(default_factory=dict)
+    id: str | None = None  # default: call_<completion>_<index>
+
+    def arguments_text(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """One scripted reply of ``/v1/chat/completions``.
+
+    ``status`` other than 200 fails the request with that status (the provider's
+    error); ``delay`` waits before answering; ``usage`` overrides the counted
+    ``prompt_tokens`` / ``completion_tokens``.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    status: int = 200
+    delay: float = 0.0
+    usage: Mapping[str, int] | None = None
+
+
+def tool_calls(*calls: ToolCall, text: str = "", usage: Mapping[str, int] | None = None) -> Scripted:
+    """A reply that calls ``calls`` (in parallel when there are several)."""
+    return Scripted(text=text, tool_calls=tuple(calls), usage=usage)
+
+
+def failure(status: int = 500) -> Scripted:
+    return Scripted(status=status)
 
 
 Handler = Callable[["FakeOpenAI", ReceivedRequest], Reply]
@@ -137,22 +181,40 @@ def chat_completions_route(server: FakeOpenAI, request: ReceivedRequest) -> Repl
         return Reply(400, {"error": {"message": "messages must be a non-empty list", "type": "invalid_request_error"}})
     if server._take_failure(model):
         return Reply(server.chat_failure_status, {"error": {"message": f"fake upstream failure for {model}", "type": "server_error"}})
-    if server.chat_delay:
-        time.sleep(server.chat_delay)
-    reply = server.chat_reply(messages) if callable(server.chat_reply) else server.chat_reply
+    scripted = server._next_scripted()
+    if scripted is None:
+        answer = server.chat_reply(messages) if callable(server.chat_reply) else server.chat_reply
+        scripted = answer if isinstance(answer, Scripted) else Scripted(text=answer)
+    if scripted.status != 200:
+        return Reply(scripted.status, {"error": {"message": f"fake scripted failure for {model}", "type": "server_error"}})
+    if server.chat_delay or scripted.delay:
+        time.sleep(server.chat_delay or scripted.delay)
+    reply = scripted.text
     reasoning = server.chat_reasoning
     prompt_tokens = _words(_message_text(messages))
-    completion_tokens = _words(reply)
+    completion_tokens = _words(reply) + sum(_words(c.arguments_text()) for c in scripted.tool_calls)
+    if scripted.usage is not None:
+        prompt_tokens = scripted.usage.get("prompt_tokens", prompt_tokens)
+        completion_tokens = scripted.usage.get("completion_tokens", completion_tokens)
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
-    completion_id = f"chatcmpl-fake-{server._next_id()}"
+    number = server._next_id()
+    completion_id = f"chatcmpl-fake-{number}"
     created = int(time.time())
+    calls = [
+        {"id": call.id or f"call_{number}_{index}", "type": "function",
+         "function": {"name": call.name, "arguments": call.arguments_text()}}
+        for index, call in enumerate(scripted.tool_calls)
+    ]
+    finish = "tool_calls" if calls else "stop"
     if not body.get("stream"):
-        message: dict[str, Any] = {"role": "assistant", "content": reply}
+        message: dict[str, Any] = {"role": "assistant", "content": reply if reply or not calls else None}
+        if calls:
+            message["tool_calls"] = calls
         if reasoning:
             message["reasoning_content"] = reasoning
         return Reply(200, {
             "id": completion_id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage,
         })
 
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -165,7 +227,7 @@ def chat_completions_route(server: FakeOpenAI, request: ReceivedRequest) -> Repl
         yield chunk({"role": "assistant", "content": ""})
         if reasoning:
             yield chunk({"reasoning_content": reasoning})
-        words = reply.split(" ")
+        words = reply.split(" ") if reply or not calls else []
         for index, word in enumerate(words):
             if server.chat_break_after is not None and index >= server.chat_break_after:
                 yield None
@@ -173,7 +235,14 @@ def chat_completions_route(server: FakeOpenAI, request: ReceivedRequest) -> Repl
             if server.chat_chunk_delay:
                 time.sleep(server.chat_chunk_delay)
             yield chunk({"content": word if index == 0 else f" {word}"})
-        yield chunk({}, "stop")
+        for index, call in enumerate(calls):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                         "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            for piece in (arguments[:half], arguments[half:]):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, finish)
         if include_usage:
             yield _sse({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
                         "choices": [], "usage": usage})
@@ -195,7 +264,8 @@ class FakeOpenAI:
         self.base_url = ""  # set once the server is listening, e.g. http://127.0.0.1:PORT/v1
         self._lock = threading.Lock()
         # Chat knobs (see the module docstring).
-        self.chat_reply: str | Callable[[list[Any]], str] = "The fake model answers from the passages [1]."
+        self.chat_reply: str | Callable[[list[Any]], str | Scripted] = "The fake model answers from the passages [1]."
+        self.chat_script: list[Scripted | str] = []
         self.chat_reasoning: str | None = None
         self.chat_failures: dict[str, int] = {}
         self.chat_failure_status = 500
@@ -226,6 +296,14 @@ class FakeOpenAI:
                 self.chat_failures[model] = remaining - 1
                 return True
             return False
+
+    def _next_scripted(self) -> Scripted | None:
+        """The next scripted reply, if any is left (a str is a text answer)."""
+        with self._lock:
+            if not self.chat_script:
+                return None
+            item = self.chat_script.pop(0)
+        return item if isinstance(item, Scripted) else Scripted(text=item)
 
     def _next_id(self) -> int:
         with self._lock:

@@ -8,11 +8,18 @@ user's last message, and quotes them with their citation markers. When no
 sentence shares a content word with the question, it says the knowledge base
 does not answer it. Usage is counted in words and punctuation marks, which is
 what "tokens" means for this model.
+
+It also drives the retrieval agent (``chat.agent``), so the agent works with
+no key: offered tools that include ``hybrid_search`` and holding no tool result
+for the latest question yet, it calls ``hybrid_search`` with that question;
+once tool results are there (or when no tools are offered), it answers
+extractively from the passages in them, citing their source numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
@@ -125,10 +132,16 @@ def sentences_of(passages: Sequence[tuple[int, str]]) -> list[Sentence]:
 
 
 def extractive_answer(messages: Sequence[Any], *, max_sentences: int = MAX_SENTENCES) -> str:
-    """The offline model's whole answer to ``messages``."""
+    """The offline model's whole answer to ``messages``: from tool results when there are any, else the system passages."""
     question = next((_content(m) for m in reversed(messages) if _role(m) == "user"), "")
+    passages = tool_passages(messages) if any(_role(m) == "tool" for m in messages) else passages_in(messages)
+    return answer_from(question, passages, max_sentences=max_sentences)
+
+
+def answer_from(question: str, passages: Sequence[tuple[int, str]], *, max_sentences: int = MAX_SENTENCES) -> str:
+    """Quote the sentences of ``passages`` (numbered) that best match ``question``, with their numbers."""
     wanted = terms(question)
-    candidates = sentences_of(passages_in(messages))
+    candidates = sentences_of(passages)
     if not wanted or not candidates:
         return NOT_FOUND
     frequency: dict[str, int] = {}
@@ -158,6 +171,57 @@ def extractive_answer(messages: Sequence[Any], *, max_sentences: int = MAX_SENTE
     return INTRO + "\n\n" + "\n".join(lines)
 
 
+def tool_passages(messages: Sequence[Any]) -> list[tuple[int, str]]:
+    """The passages of the agent's tool results (``{"results": [{"source": n, "text": ...}]}``), by first appearance."""
+    found: dict[int, str] = {}
+    for message in messages:
+        if _role(message) != "tool":
+            continue
+        try:
+            payload = json.loads(_content(message))
+        except ValueError:
+            continue
+        results = payload.get("results") if isinstance(payload, dict) else None
+        for item in results if isinstance(results, list) else ():
+            if isinstance(item, dict) and isinstance(item.get("source"), int) and isinstance(item.get("text"), str):
+                found.setdefault(item["source"], item["text"])
+    return list(found.items())
+
+
+AGENT_SEARCH_TOOL = "hybrid_search"
+
+
+@dataclass(frozen=True)
+class ToolCallPlan:
+    name: str
+    arguments: str  # JSON
+
+
+def _offers(tools: Any, name: str) -> bool:
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == name:
+            return True
+    return False
+
+
+def agent_plan(messages: Sequence[Any], tools: Any) -> ToolCallPlan | None:
+    """The tool call to make instead of answering: ``hybrid_search`` of the latest question, once.
+
+    Only when ``hybrid_search`` is offered and no tool result follows the
+    latest user message (the question has not been searched yet).
+    """
+    if not _offers(tools, AGENT_SEARCH_TOOL):
+        return None
+    last_user = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=None)
+    if last_user is None or any(_role(m) == "tool" for m in messages[last_user + 1:]):
+        return None
+    question = _content(messages[last_user]).strip()
+    if not question:
+        return None
+    return ToolCallPlan(AGENT_SEARCH_TOOL, json.dumps({"query": question}, ensure_ascii=False))
+
+
 def deltas(text: str) -> Iterator[str]:
     """Small pieces, a word and its trailing space at a time, like a hosted model streams."""
     yield from re.findall(r"\s*\S+\s*", text)
@@ -173,40 +237,74 @@ class OfflineExtractiveLLM(CustomLLM):
     """litellm provider ``quarry``; its one model is ``offline-extractive``."""
 
     def completion(self, model: str, messages: list, *args: Any, model_response: ModelResponse, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
-        return self._response(model, messages, model_response)
+        return self._response(model, messages, model_response, _tools(kwargs))
 
     async def acompletion(self, model: str, messages: list, *args: Any, model_response: ModelResponse, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
-        return self._response(model, messages, model_response)
+        return self._response(model, messages, model_response, _tools(kwargs))
 
     def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:  # type: ignore[override]
+        plan = agent_plan(messages, _tools(kwargs))
+        if plan is not None:
+            yield _tool_chunk(plan)
+            yield _chunk("", finished=True, usage=_usage(messages, plan.arguments), finish_reason="tool_calls")
+            return
         answer = extractive_answer(messages)
         for piece in deltas(answer):
             yield _chunk(piece)
         yield _chunk("", finished=True, usage=_usage(messages, answer))
 
     async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[GenericStreamingChunk]:  # type: ignore[override]
+        plan = agent_plan(messages, _tools(kwargs))
+        if plan is not None:
+            yield _tool_chunk(plan)
+            yield _chunk("", finished=True, usage=_usage(messages, plan.arguments), finish_reason="tool_calls")
+            return
         answer = extractive_answer(messages)
         for piece in deltas(answer):
             yield _chunk(piece)
             await asyncio.sleep(0)  # a cancellation point per delta, so a client that leaves stops it
         yield _chunk("", finished=True, usage=_usage(messages, answer))
 
-    def _response(self, model: str, messages: list, model_response: ModelResponse) -> ModelResponse:
-        answer = extractive_answer(messages)
+    def _response(self, model: str, messages: list, model_response: ModelResponse, tools: Any = None) -> ModelResponse:
         model_response.id = f"chatcmpl-offline-{uuid.uuid4().hex[:24]}"
         model_response.created = int(time.time())
         model_response.model = f"{OFFLINE_PROVIDER}/{model.split('/')[-1] or OFFLINE_MODEL}"
+        plan = agent_plan(messages, tools)
+        if plan is not None:
+            model_response.choices[0].message = litellm.Message(  # type: ignore[union-attr,attr-defined]
+                role="assistant", content=None, tool_calls=[_tool_call(plan)],
+            )
+            model_response.choices[0].finish_reason = "tool_calls"
+            model_response.usage = litellm.Usage(**_usage(messages, plan.arguments))  # type: ignore[attr-defined]
+            return model_response
+        answer = extractive_answer(messages)
         model_response.choices[0].message.content = answer  # type: ignore[union-attr]
         model_response.choices[0].finish_reason = "stop"
         model_response.usage = litellm.Usage(**_usage(messages, answer))  # type: ignore[attr-defined]
         return model_response
 
 
-def _chunk(text: str, *, finished: bool = False, usage: dict[str, int] | None = None) -> GenericStreamingChunk:
+def _tools(kwargs: dict[str, Any]) -> Any:
+    """The ``tools`` of the request: litellm hands a custom provider its ``optional_params``."""
+    optional = kwargs.get("optional_params")
+    return optional.get("tools") if isinstance(optional, dict) else None
+
+
+def _tool_call(plan: ToolCallPlan, index: int = 0) -> dict[str, Any]:
+    return {"id": f"call_offline_{uuid.uuid4().hex[:16]}", "type": "function",
+            "function": {"name": plan.name, "arguments": plan.arguments}, "index": index}
+
+
+def _tool_chunk(plan: ToolCallPlan) -> GenericStreamingChunk:
+    return {"text": "", "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+            "tool_use": _tool_call(plan)}  # type: ignore[typeddict-item]
+
+
+def _chunk(text: str, *, finished: bool = False, usage: dict[str, int] | None = None, finish_reason: str = "stop") -> GenericStreamingChunk:
     return {
         "text": text,
         "is_finished": finished,
-        "finish_reason": "stop" if finished else "",
+        "finish_reason": finish_reason if finished else "",
         "usage": usage,  # type: ignore[typeddict-item]
         "index": 0,
         "tool_use": None,

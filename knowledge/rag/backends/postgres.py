@@ -14,7 +14,6 @@ recomputed exactly, so filters never cost results.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from typing import Any

@@ -1,0 +1,363 @@
+"""The agent's tools: read-only retrieval over the caller's tenant, described to the model as JSON schemas.
+
+``keyword_search``, ``semantic_search`` and ``hybrid_search`` (query, limit,
+filters) and ``fetch_chunks`` (ids) go through ``knowledge_service(tenant=...)``
+and therefore through the RAG API's own validation; ``graph_search`` and
+``graph_neighbors`` exist only when the run asked for graph search (no
+knowledge graph is built yet, so they say so). ``Toolbox.run_all`` runs one
+step's calls concurrently and never raises for a tool's failure: a bad
+argument, a validation error, a slow or failing search becomes a result with
+``ok: false`` and a sentence the model can act on.
+
+Every chunk a tool returns gets a *source number*, stable for the whole run
+(a resumed run keeps counting). The model cites sources as ``[n]``; only these
+chunks can become citations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from django.conf import settings
+from django.db import DatabaseError
+
+from accounts.models import Tenant
+from chat.agent.model import ToolCallRequest
+from chat.pipeline import ERRORS, GRAPH_NOT_BUILT
+from knowledge import rag
+from knowledge.services import knowledge_service
+
+logger = logging.getLogger(__name__)
+
+SEARCH_TOOLS: dict[str, rag.SearchMode] = {
+    "hybrid_search": rag.SearchMode.HYBRID,
+    "keyword_search": rag.SearchMode.KEYWORD,
+    "semantic_search": rag.SearchMode.SEMANTIC,
+}
+FETCH_TOOL = "fetch_chunks"
+GRAPH_TOOLS: tuple[str, ...] = ("graph_search", "graph_neighbors")
+# A passage longer than this is cut in the tool result: one huge chunk must not eat the token budget.
+MAX_PASSAGE_CHARS = 4_000
+
+
+class Source(TypedDict):
+    source: int
+    chunk_id: str
+    document_id: str
+    score: float  # the score of the search that first returned it (0 for a chunk only fetched)
+
+
+# --- what the model is told ------------------------------------------------------------------
+
+_FILTERS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "Optional metadata filters: {field: value} keeps chunks whose metadata field equals the value; "
+        "{field: [a, b]} keeps those equal to any of the values. Several fields must all match."
+    ),
+    "additionalProperties": {
+        "anyOf": [
+            {"type": ["string", "number", "boolean"]},
+            {"type": "array", "items": {"type": ["string", "number", "boolean"]}, "minItems": 1, "maxItems": 100},
+        ]
+    },
+}
+
+_SEARCH_DESCRIPTIONS = {
+    "hybrid_search": "Search the knowledge base by meaning and by words together (the best default).",
+    "keyword_search": "Search the knowledge base for words (BM25): best for exact names, codes, numbers or phrases.",
+    "semantic_search": "Search the knowledge base by meaning (embeddings): best for paraphrases and related ideas.",
+}
+
+
+def _search_schema(name: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": _SEARCH_DESCRIPTIONS[name] + " Returns passages, best first, each with a source number to cite.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to search for."},
+                    "limit": {
+                        "type": "integer", "minimum": 1, "maximum": settings.QUARRY_AGENT_TOOL_MAX_RESULTS,
+                        "description": f"How many passages (default {settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS}).",
+                    },
+                    "filters": _FILTERS_SCHEMA,
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def _fetch_schema() -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": FETCH_TOOL,
+            "description": "Read passages by chunk id ('<document id>:<n>'), e.g. the one after a passage found by a search.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "ids": {
+                        "type": "array", "items": {"type": "string"}, "minItems": 1,
+                        "maxItems": settings.QUARRY_AGENT_TOOL_MAX_RESULTS, "description": "Chunk ids, in the order wanted.",
+                    },
+                },
+                "required": ["ids"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+def _graph_schemas() -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": "graph_search",
+                "description": "Search the knowledge graph (entities and their relations) for a question.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+                    "required": ["query"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "graph_neighbors",
+                "description": "List the entities related to one entity of the knowledge graph.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"entity": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+                    "required": ["entity"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+    ]
+
+
+def tool_specs(*, graph_search: bool) -> list[dict[str, Any]]:
+    """The tool surface in OpenAI's ``tools`` format; graph tools only when ``graph_search``."""
+    specs = [_search_schema(name) for name in SEARCH_TOOLS] + [_fetch_schema()]
+    return specs + _graph_schemas() if graph_search else specs
+
+
+def tool_names(*, graph_search: bool) -> list[str]:
+    return [spec["function"]["name"] for spec in tool_specs(graph_search=graph_search)]
+
+
+# --- one call ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """A tool call with its arguments parsed; ``arguments`` is the raw text when it was not a JSON object."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str
+
+    @classmethod
+    def of(cls, request: ToolCallRequest, *, call_id: str) -> ParsedCall:
+        raw = request.arguments.strip()
+        if not raw:
+            return cls(call_id, request.name, {})  # some models send nothing for "no arguments"
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            return cls(call_id, request.name, request.arguments)
+        return cls(call_id, request.name, parsed if isinstance(parsed, dict) else request.arguments)
+
+    @property
+    def signature(self) -> str:
+        """Identity for the repeated-call rule: the tool and its arguments, key order ignored."""
+        return signature(self.name, self.arguments)
+
+
+def signature(name: str, arguments: Any) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False) if isinstance(arguments, dict) else str(arguments)
+    return f"{name}\x1f{canonical}"
+
+
+class ToolFailure(Exception):
+    """A tool could not answer; the message is what the model reads (no provider or database text)."""
+
+
+@dataclass
+class ToolOutcome:
+    ok: bool
+    content: dict[str, Any]  # the JSON the model reads as the tool's result
+    chunk_ids: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @classmethod
+    def failure(cls, message: str) -> ToolOutcome:
+        return cls(ok=False, content={"ok": False, "error": message}, error=message)
+
+    def message_for(self, call_id: str) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(self.content, ensure_ascii=False)}
+
+
+@dataclass(frozen=True)
+class _Found:
+    hits: list[tuple[rag.RAGChunk, float | None]]
+    extra: dict[str, Any]
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ToolFailure(f"{name}: must be an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    raise ToolFailure(f"{name}: must be an integer")
+
+
+def _check_keys(arguments: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    unknown = sorted(set(arguments) - set(allowed))
+    if unknown:
+        raise ToolFailure(f"unexpected argument(s) {', '.join(unknown)}; this tool takes {', '.join(allowed)}")
+
+
+class Toolbox:
+    """The tools of one run invocation: the tenant's knowledge service and the run's source numbering.
+
+    ``sources`` is the run's list, extended in place as tools return new chunks.
+    """
+
+    def __init__(self, *, tenant: Tenant, graph_search: bool, sources: list[Source]) -> None:
+        self.service = knowledge_service(tenant=tenant)
+        self.graph_search = graph_search
+        self.names = frozenset(tool_names(graph_search=graph_search))
+        self.sources = sources
+        self._by_chunk: dict[str, Source] = {s["chunk_id"]: s for s in sources}
+
+    async def close(self) -> None:
+        await self.service.close()
+
+    async def run_all(self, calls: Sequence[ParsedCall]) -> list[ToolOutcome]:
+        """Run ``calls`` concurrently; one outcome per call, in call order (and sources numbered in call order)."""
+        found = await asyncio.gather(*(self._bounded(call) for call in calls))
+        return [self._present(result) for result in found]
+
+    async def _bounded(self, call: ParsedCall) -> _Found | ToolFailure:
+        timeout = settings.QUARRY_AGENT_TOOL_TIMEOUT_SECONDS
+        try:
+            return await asyncio.wait_for(self._execute(call), timeout)
+        except ToolFailure as failure:
+            return failure
+        except TimeoutError:
+            logger.warning("agent tool %s timed out after %d s", call.name, timeout)
+            return ToolFailure(f"The tool took longer than {timeout} seconds and was stopped. Try a narrower request.")
+        except (rag.RAGError, DatabaseError, OSError) as exc:
+            logger.error("agent tool %s failed: %s", call.name, type(exc).__name__)
+            return ToolFailure(ERRORS["retrieval_unavailable"])
+        except Exception:
+            logger.exception("agent tool %s failed", call.name)
+            return ToolFailure("The tool failed unexpectedly. Try another tool or answer from what you have.")
+
+    async def _execute(self, call: ParsedCall) -> _Found:
+        if call.name not in self.names:
+            raise ToolFailure(f"There is no tool called {call.name[:64]!r}. The tools are: {', '.join(sorted(self.names))}.")
+        if not isinstance(call.arguments, dict):
+            raise ToolFailure("The arguments are not a JSON object; send them as JSON, e.g. {\"query\": \"...\"}.")
+        if call.name in SEARCH_TOOLS:
+            return await self._search(SEARCH_TOOLS[call.name], call.arguments)
+        if call.name == FETCH_TOOL:
+            return await self._fetch(call.arguments)
+        raise ToolFailure(GRAPH_NOT_BUILT)  # a graph tool: offered, but there is no graph yet
+
+    async def _search(self, mode: rag.SearchMode, arguments: dict[str, Any]) -> _Found:
+        _check_keys(arguments, ("query", "limit", "filters"))
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ToolFailure("query: required, a non-empty string")
+        extra: dict[str, Any] = {}
+        limit = _as_int("limit", arguments.get("limit", settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS))
+        if limit < 1:
+            raise ToolFailure("limit: must be at least 1")
+        if limit > settings.QUARRY_AGENT_TOOL_MAX_RESULTS:
+            limit = settings.QUARRY_AGENT_TOOL_MAX_RESULTS
+            extra["note"] = f"limit capped at {limit}"
+        filters = arguments.get("filters") or {}
+        if not isinstance(filters, dict):
+            raise ToolFailure("filters: must be an object of field: value or field: [values]")
+        if mode is not rag.SearchMode.KEYWORD and self.service.embedder is None:
+            if mode is rag.SearchMode.SEMANTIC:
+                raise ToolFailure("Semantic search is unavailable: no embedding model is configured. Use keyword_search.")
+            mode, extra["note"] = rag.SearchMode.KEYWORD, "no embedding model is configured: these are keyword results"
+        try:
+            try:
+                hits = await self.service.search(query, mode=mode, limit=limit, filters=filters)
+            except rag.EmbedderError as exc:
+                logger.warning("agent search: the embedder failed (%s)", type(exc).__name__)
+                if mode is rag.SearchMode.SEMANTIC:
+                    raise ToolFailure("The embedding model failed; keyword_search still works.") from None
+                extra["note"] = "the embedding model failed: these are keyword results"
+                hits = await self.service.search(query, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)
+        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+            raise ToolFailure(str(exc)) from None  # names the argument and the bound it broke
+        return _Found([(hit.chunk, hit.score) for hit in hits], extra)
+
+    async def _fetch(self, arguments: dict[str, Any]) -> _Found:
+        _check_keys(arguments, ("ids",))
+        ids = arguments.get("ids")
+        if isinstance(ids, str):
+            ids = [ids]
+        if not isinstance(ids, list) or not ids:
+            raise ToolFailure("ids: required, a list of chunk ids like 'guide:0'")
+        maximum = settings.QUARRY_AGENT_TOOL_MAX_RESULTS
+        if len(ids) > maximum:
+            raise ToolFailure(f"ids: at most {maximum} ids per call, got {len(ids)}")
+        try:
+            chunks = await self.service.fetch(ids)
+        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+            raise ToolFailure(str(exc)) from None
+        found = {chunk.chunk_id for chunk in chunks}
+        missing = [i for i in dict.fromkeys(ids) if i not in found]
+        return _Found([(chunk, None) for chunk in chunks], {"missing": missing} if missing else {})
+
+    def _present(self, result: _Found | ToolFailure) -> ToolOutcome:
+        if isinstance(result, ToolFailure):
+            return ToolOutcome.failure(str(result))
+        passages = []
+        for chunk, score in result.hits:
+            source = self._source_of(chunk, score)
+            passage: dict[str, Any] = {"source": source["source"], "chunk_id": chunk.chunk_id, "document_id": chunk.document_id}
+            if chunk.title:
+                passage["title"] = chunk.title
+            if score is not None:
+                passage["score"] = round(score, 6)
+            text = chunk.text
+            passage["text"] = text if len(text) <= MAX_PASSAGE_CHARS else text[:MAX_PASSAGE_CHARS] + " [...]"
+            passages.append(passage)
+        content: dict[str, Any] = {"ok": True, "results": passages, **result.extra}
+        return ToolOutcome(ok=True, content=content, chunk_ids=[chunk.chunk_id for chunk, _ in result.hits])
+
+    def _source_of(self, chunk: rag.RAGChunk, score: float | None) -> Source:
+        known = self._by_chunk.get(chunk.chunk_id)
+        if known is None:
+            known = {"source": len(self.sources) + 1, "chunk_id": chunk.chunk_id, "document_id": chunk.document_id,
+                     "score": float(score or 0.0)}
+            self.sources.append(known)
+            self._by_chunk[chunk.chunk_id] = known
+        elif known["score"] == 0.0 and score is not None:
+            known["score"] = float(score)  # first fetched, now found by a search
+        return known

@@ -1,0 +1,267 @@
+"""The web chat's WebSocket, ``/ws/chat/`` (Channels): the same answer stream as SSE.
+
+The transport authenticates (the session cookie, through Channels' AuthMiddlewareStack),
+resolves the tenant as the HTTP API does for session users, finds the caller's session,
+and forwards the events of ``chat.pipeline.answer_stream`` (or the agent's stream) one
+JSON frame each. Retrieval, prompts and storage live in the pipeline, never here.
+
+Client -> server (JSON text frames; ``request_id`` is optional and echoed back):
+  {"type": "ask", "prompt": str, "mode": "chat" | "agent", "session_id": str | null, "tenant": str | null}
+      answer ``prompt`` in that session (a new one of kind ``mode`` when null); one at a time.
+      "chat" forwards chat.pipeline.answer_stream, "agent" the retrieval agent's chat.agent.agent_stream.
+  {"type": "cancel"}                                   stop the answer being written.
+  {"type": "history", "session_id": str, "tenant": str | null}
+      the finished turns of a session (after a reconnect, or when opening it).
+
+Server -> client: {"event": <name>, "data": {...}, "request_id": str | null}
+  session      {session_id, kind, created}        first frame of every admitted ask
+  citations, reasoning_delta, text_delta, usage, completed, error
+                                                  forwarded unchanged from the stream (see chat.events)
+  run, step, tool_result                          agent mode only, forwarded unchanged (chat.agent.events;
+                                                  there ``citations`` comes after the text)
+  cancelled    {session_id}                       after "cancel": the stream is closed, nothing stored
+  history      {session_id, kind, title, truncated, turns: [{role, content, citations, model, usage, created_at,
+               sources?, stop_reason?}]}  (agent sessions: one question and answer per run; ``sources``
+               numbers the chunks the answer's [n] markers refer to)
+  error        {error, detail}                    also for refused messages: not_authenticated (then the
+               socket closes with 4401), tenant_not_found, not_found, invalid, busy, agent_unavailable
+
+A tenant or session the caller cannot see is ``tenant_not_found`` / ``not_found``, exactly
+like the API's 404s: the caller learns nothing about whether it exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing, suppress
+from importlib import import_module
+from types import SimpleNamespace
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import get_user
+from django.db import DatabaseError
+
+from accounts.access import TenantContext
+from chat.agent import agent_stream
+from chat.events import ChatEvent
+from chat.models import ChatSession, SessionKind
+from chat.pipeline import answer_stream
+from chat.services import chat_session_create
+from chat.webchat import chat_session_for, chat_transcript, tenant_context_for_user
+from knowledge.rag import limits
+
+logger = logging.getLogger(__name__)
+
+CLOSE_NOT_AUTHENTICATED = 4401
+# A prompt is at most MAX_QUERY_CHARS; anything much larger is not a message of this protocol.
+MAX_FRAME_CHARS = 4 * limits.MAX_QUERY_CHARS
+MAX_REQUEST_ID_CHARS = 64
+
+AnswerStream = Callable[..., AsyncIterator[ChatEvent]]
+
+REFUSALS: dict[str, str] = {
+    "not_authenticated": "Sign in to chat.",
+    "tenant_not_found": "Tenant not found.",
+    "not_found": "Not found.",
+    "busy": "An answer is still being written. Stop it or wait for it to finish.",
+    "agent_unavailable": "The agent is not available yet. Switch to Chat to ask your question.",
+    "database_unavailable": "The database is not reachable. Try again shortly.",
+    "internal_error": "Something went wrong while answering. Try again shortly.",
+}
+
+
+def agent_answer_stream() -> AnswerStream | None:
+    """THE place where agent mode is wired (issue 7): the agent's async generator function, or None.
+
+    The consumer calls it as ``stream(session=<ChatSession of kind "agent">, prompt=<str>)``
+    and forwards every event it yields (``run``, ``step``, ``tool_result`` and the chat
+    events: see ``chat.agent.events``). Returning None makes agent-mode messages get one
+    ``agent_unavailable`` error, with no session created.
+    """
+    return agent_stream  # default bounds: DEFAULT_MAX_STEPS steps, no graph search
+
+
+def stream_for(mode: str) -> AnswerStream | None:
+    return answer_stream if mode == SessionKind.CHAT else agent_answer_stream()
+
+
+@database_sync_to_async
+def _signed_in_user(session_key: str | None) -> Any:
+    """The user the session cookie still signs in, read fresh from the session store.
+
+    The scope's user was resolved at connect; a logout, an expired session or a password
+    change since then must stop the next request on an open socket as well.
+    """
+    if not session_key:
+        return None
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
+    return user if user.is_authenticated else None
+
+
+@database_sync_to_async
+def _context(user: Any, slug: str | None) -> TenantContext | None:
+    return tenant_context_for_user(user=user, slug=slug)
+
+
+@database_sync_to_async
+def _create_session(ctx: TenantContext, kind: str) -> ChatSession:
+    return chat_session_create(tenant=ctx.tenant, principal=ctx.principal, kind=kind)
+
+
+_find_session = database_sync_to_async(chat_session_for)
+_transcript = database_sync_to_async(chat_transcript)
+
+
+class Refused(Exception):
+    """A message the consumer answers with one ``error`` frame."""
+
+    def __init__(self, code: str, detail: str | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.detail = detail or REFUSALS[code]
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """One browser tab's chat connection; at most one answer in flight."""
+
+    async def connect(self) -> None:
+        self.answering: asyncio.Task[None] | None = None
+        self.answering_request: str | None = None
+        self.answering_session: str | None = None
+        await self.accept()
+        # Accept first, then refuse with a close code: a refused handshake looks like a
+        # network failure to the browser, which would keep reconnecting instead of
+        # telling the user to sign in again.
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self._sign_in_again(None)
+
+    async def disconnect(self, code: int) -> None:
+        await self._stop_answering()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        if text_data is None or len(text_data) > MAX_FRAME_CHARS:
+            await self._error(None, "invalid", "Send one JSON object per text frame.")
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self._error(None, "invalid", "Send one JSON object per text frame.")
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict):
+            await self._error(None, "invalid", "Send one JSON object per text frame.")
+            return
+        request_id = content.get("request_id")
+        if not isinstance(request_id, str) or len(request_id) > MAX_REQUEST_ID_CHARS:
+            request_id = None
+        handler = {"ask": self._ask, "cancel": self._cancel, "history": self._history}.get(content.get("type"))
+        if handler is None:
+            await self._error(request_id, "invalid", 'Unknown message type: expected "ask", "cancel" or "history".')
+            return
+        try:
+            await handler(content, request_id)
+        except Refused as refusal:
+            if refusal.code == "not_authenticated":
+                await self._sign_in_again(request_id)
+            else:
+                await self._error(request_id, refusal.code, refusal.detail)
+        except DatabaseError as exc:
+            logger.error("web chat: database unavailable: %s", type(exc).__name__)
+            await self._error(request_id, "database_unavailable")
+
+    # --- messages ------------------------------------------------------------------------
+
+    async def _ask(self, message: dict[str, Any], request_id: str | None) -> None:
+        if self.answering is not None and not self.answering.done():
+            raise Refused("busy")
+        prompt = message.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise Refused("invalid", "Type a question first.")
+        if len(prompt) > limits.MAX_QUERY_CHARS:
+            raise Refused("invalid", f"The question is too long: at most {limits.MAX_QUERY_CHARS:,} characters.")
+        mode = message.get("mode", SessionKind.CHAT)
+        if mode not in SessionKind.values:
+            raise Refused("invalid", 'mode must be "chat" or "agent".')
+        session_id = message.get("session_id")
+        stream = stream_for(mode)
+        if stream is None:
+            raise Refused("agent_unavailable")
+        ctx = await self._tenant(message.get("tenant"))
+        created = session_id is None
+        session = await _create_session(ctx, mode) if created else await _find_session(ctx=ctx, session_id=session_id, kind=mode)
+        if session is None:
+            raise Refused("not_found")
+        await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
+        self.answering_request, self.answering_session = request_id, session.public_id
+        self.answering = asyncio.create_task(self._forward(stream(session=session, prompt=prompt), request_id))
+
+    async def _cancel(self, message: dict[str, Any], request_id: str | None) -> None:
+        """Stop the answer in flight; an answer that already finished is left as it is (no reply)."""
+        session_id, answering_request = self.answering_session, self.answering_request
+        if await self._stop_answering():
+            await self._send("cancelled", {"session_id": session_id}, answering_request)
+
+    async def _history(self, message: dict[str, Any], request_id: str | None) -> None:
+        ctx = await self._tenant(message.get("tenant"))
+        session = await _find_session(ctx=ctx, session_id=message.get("session_id"))
+        if session is None:
+            raise Refused("not_found")
+        await self._send("history", await _transcript(session=session), request_id)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    async def _tenant(self, slug: Any) -> TenantContext:
+        """The caller's tenant context, re-checking that the session cookie still signs them in."""
+        user = await _signed_in_user(self.scope["session"].session_key if self.scope.get("session") else None)
+        if user is None:
+            raise Refused("not_authenticated")
+        if slug is not None and not isinstance(slug, str):
+            raise Refused("tenant_not_found")
+        ctx = await _context(user, slug)
+        if ctx is None:
+            raise Refused("tenant_not_found")
+        return ctx
+
+    async def _forward(self, events: AsyncIterator[ChatEvent], request_id: str | None) -> None:
+        """Send every event of one answer. Cancelling this task closes the stream (nothing is stored)."""
+        try:
+            async with aclosing(events):  # type: ignore[type-var]
+                async for event in events:
+                    await self._send(event["event"], event["data"], request_id)  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The pipeline normalizes its own failures into error events; this is a bug or a dead socket.
+            logger.exception("web chat: forwarding an answer failed")
+            with suppress(Exception):
+                await self._error(request_id, "internal_error")
+
+    async def _stop_answering(self) -> bool:
+        """Cancel the answer in flight and wait until its stream is closed; False when none was running."""
+        task, self.answering = self.answering, None
+        if task is None or task.done():
+            return False
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+        return True
+
+    async def _sign_in_again(self, request_id: str | None) -> None:
+        await self._error(request_id, "not_authenticated")
+        await self.close(code=CLOSE_NOT_AUTHENTICATED)
+
+    async def _error(self, request_id: str | None, code: str, detail: str | None = None) -> None:
+        await self._send("error", {"error": code, "detail": detail or REFUSALS[code]}, request_id)
+
+    async def _send(self, event: str, data: Any, request_id: str | None) -> None:
+        await self.send_json({"event": event, "data": data, "request_id": request_id})
