@@ -92,7 +92,8 @@ class Document(models.Model):
 class Chunk(models.Model):
     """A searchable piece of a document: ``text == document.text[start_char:end_char]``."""
 
-    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: (tenant, chunk_id) and (tenant, document) lead with the tenant.
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_index=False, related_name="+")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     chunk_id = models.CharField(max_length=210)
     ordinal = models.PositiveIntegerField()

@@ -185,11 +185,14 @@ def semantic_leg_sql(where: str, depth_param: str, dimension: int | None, *, exa
     if dimension is not None:
         d = int(dimension)
         bypass = " + 0" if exact else ""
+        # On the ANN path the tenant test is written so no b-tree can serve it: with stale
+        # statistics the planner otherwise scans the tenant's rows and sorts them all (100x slower).
+        tenant = "c.tenant_id" if exact else "(c.tenant_id + 0)"
         return f"""
 sem AS (
     SELECT c.id, 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) AS sim
     FROM knowledge_chunk c
-    WHERE c.tenant_id = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}
+    WHERE {tenant} = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}
     ORDER BY ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})){bypass}, c.id
     LIMIT %({depth_param})s
 )"""
