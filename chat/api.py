@@ -92,16 +92,9 @@ class ChatSessionCreateApi(APIView):
 # --- completions -------------------------------------------------------------------------
 
 
-class ChatCompletionInputSerializer(serializers.Serializer):
-    session_id = serializers.CharField(max_length=40, help_text="From POST /v1/chat/sessions.")
-    prompt = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
-    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
-    stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
-    graph_search = serializers.BooleanField(
-        allow_null=True, default=None,
-        help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request. No knowledge graph exists yet: "
-                  "true only adds a `graph_search` diagnostic saying so; retrieval is hybrid search either way.",
-    )
+class _ClosedInputSerializer(serializers.Serializer):
+    """Request bodies of chat and agent: unknown fields are errors (callers cannot smuggle
+    model, credentials or sampling options), and a prompt of only whitespace is blank."""
 
     def validate_prompt(self, value: str) -> str:
         if not value.strip():
@@ -117,6 +110,18 @@ class ChatCompletionInputSerializer(serializers.Serializer):
                 for key in extra
             })
         return attrs
+
+
+class ChatCompletionInputSerializer(_ClosedInputSerializer):
+    session_id = serializers.CharField(max_length=40, help_text="From POST /v1/chat/sessions.")
+    prompt = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
+    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
+    stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
+    graph_search = serializers.BooleanField(
+        allow_null=True, default=None,
+        help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request. No knowledge graph exists yet: "
+                  "true only adds a `graph_search` diagnostic saying so; retrieval is hybrid search either way.",
+    )
 
 
 class ChatCitationSerializer(serializers.Serializer):
@@ -169,14 +174,21 @@ graph exists yet, so it changes nothing else. Responses are never cacheable (`Ca
 """
 
 
-class ChatCompletionApi(APIView):
-    """Access rules and schema of ``POST /v1/chat/completions``; requests are served by ``chat_completions``."""
+class _StreamingApi(APIView):
+    """Access rules and schema of an endpoint served by an async view (JSON or SSE).
+
+    Only a reader is admitted; refusals are JSON even for a client that accepts
+    only text/event-stream.
+    """
 
     permission_classes = [IsTenantReader]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
-        # Refusals are JSON even for a client that accepts only text/event-stream.
         return (JSONRenderer(), JSONRenderer.media_type)
+
+
+class ChatCompletionApi(_StreamingApi):
+    """Access rules and schema of ``POST /v1/chat/completions``; requests are served by ``chat_completions``."""
 
     @extend_schema(
         request=ChatCompletionInputSerializer,
@@ -274,7 +286,7 @@ class AgentSessionCreateApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": NO_STORE})
 
 
-class _AgentRunInputSerializer(serializers.Serializer):
+class _AgentRunInputSerializer(_ClosedInputSerializer):
     session_id = serializers.CharField(max_length=40, help_text="From POST /v1/agent/sessions.")
     tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
     graph_search = serializers.BooleanField(
@@ -286,24 +298,9 @@ class _AgentRunInputSerializer(serializers.Serializer):
     )
     stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        extra = sorted(set(self.initial_data) - set(self.fields)) if isinstance(self.initial_data, dict) else []
-        if extra:
-            raise serializers.ValidationError({
-                key: ["Not accepted: the server chooses the model, credentials, base URL, headers, tools and sampling."]
-                if key in _SERVER_OWNED else ["Unknown field."]
-                for key in extra
-            })
-        return attrs
-
 
 class AgentCompletionInputSerializer(_AgentRunInputSerializer):
     prompt = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
-
-    def validate_prompt(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("This field may not be blank.")
-        return value
 
 
 class AgentResumeInputSerializer(_AgentRunInputSerializer):
@@ -362,13 +359,8 @@ stop_reason?}`). Responses are never cacheable (`Cache-Control: no-store`).
 """
 
 
-class _AgentAsyncApi(APIView):
+class _AgentAsyncApi(_StreamingApi):
     """Access rules and schema of an agent endpoint; requests are served by the async view named below."""
-
-    permission_classes = [IsTenantReader]
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
-        return (JSONRenderer(), JSONRenderer.media_type)  # refusals are JSON, whatever the client accepts
 
 
 _AGENT_RESPONSES: dict[Any, Any] = {
