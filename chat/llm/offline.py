@@ -254,16 +254,9 @@ class OfflineExtractiveLLM(CustomLLM):
         yield _chunk("", finished=True, usage=_usage(messages, answer))
 
     async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[GenericStreamingChunk]:  # type: ignore[override]
-        plan = agent_plan(messages, _tools(kwargs))
-        if plan is not None:
-            yield _tool_chunk(plan)
-            yield _chunk("", finished=True, usage=_usage(messages, plan.arguments), finish_reason="tool_calls")
-            return
-        answer = extractive_answer(messages)
-        for piece in deltas(answer):
-            yield _chunk(piece)
+        for chunk in self.streaming(model, messages, *args, **kwargs):
+            yield chunk
             await asyncio.sleep(0)  # a cancellation point per delta, so a client that leaves stops it
-        yield _chunk("", finished=True, usage=_usage(messages, answer))
 
     def _response(self, model: str, messages: list, model_response: ModelResponse, tools: Any = None) -> ModelResponse:
         model_response.id = f"chatcmpl-offline-{uuid.uuid4().hex[:24]}"
