@@ -177,6 +177,9 @@ QUARRY_EMBEDDING_QUERY_PREFIX = env_str("QUARRY_EMBEDDING_QUERY_PREFIX") or ""
 QUARRY_EMBEDDING_DOCUMENT_PREFIX = env_str("QUARRY_EMBEDDING_DOCUMENT_PREFIX") or ""
 
 # --- Document pipeline (knowledge.pipeline, knowledge.tasks) ------------------------
+# Ingestions of more chunks than this store them at once and leave postings and HNSW
+# entries to the background indexer (search scores the backlog exactly meanwhile).
+QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)
 # Uploads over this many bytes fail at once with a reason, without being stored.
 QUARRY_UPLOAD_MAX_BYTES = env_int("QUARRY_UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 # A worker renews its lease on a document every third of this; a worker killed

@@ -92,8 +92,9 @@ class Document(models.Model):
 class Chunk(models.Model):
     """A searchable piece of a document: ``text == document.text[start_char:end_char]``."""
 
-    # No index of its own: (tenant, chunk_id) and (tenant, document) lead with the tenant.
+    # No index of its own: (tenant, chunk_id) leads with the tenant.
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_index=False, related_name="+")
+    # Its index serves replacement and deletion of a document's chunks.
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     chunk_id = models.CharField(max_length=210)
     ordinal = models.PositiveIntegerField()
@@ -112,6 +113,10 @@ class Chunk(models.Model):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # True once the chunk has its postings and (with pgvector) its place in the HNSW index.
+    # A large ingestion stores chunks with False and leaves that work to the background
+    # indexer; until then search scores them exactly (the "backlog"), so they are found at once.
+    indexed = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [
@@ -119,12 +124,12 @@ class Chunk(models.Model):
             models.UniqueConstraint(fields=["tenant", "chunk_id"], name="chunk_tenant_chunk_id_unique"),
         ]
         indexes = [
-            # Replacement and deletion of one document's chunks.
-            models.Index(fields=["tenant", "document"], name="chunk_tenant_document"),
             # Keyword matching (@@) before BM25 scoring.
             GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
             # Metadata filters: JSONB containment (@>).
             GinIndex(fields=["metadata"], name="chunk_metadata_gin", opclasses=["jsonb_path_ops"]),
+            # The backlog: a tenant's chunks awaiting the indexer (small; empty in steady state).
+            models.Index(fields=["tenant", "id"], condition=models.Q(indexed=False), name="chunk_backlog"),
         ]
 
     def __str__(self) -> str:

@@ -13,7 +13,7 @@ from typing import Literal
 from asgiref.sync import async_to_sync
 
 from accounts.models import Tenant
-from knowledge import rag
+from knowledge import indexer, rag
 from knowledge.rag.embedding import default_embedder
 from knowledge.rag.types import Embedder, Trigger
 
@@ -22,7 +22,7 @@ _DEFAULT: Literal["default"] = "default"
 
 def knowledge_service(*, tenant: Tenant, embedder: Embedder | None | Literal["default"] = _DEFAULT) -> rag.RAGService:
     """The RAG service for one tenant, with the configured embedder unless told otherwise."""
-    return rag.postgres(default_embedder() if embedder == _DEFAULT else embedder, namespace=tenant.slug)
+    return rag.service(indexer.backend(), default_embedder() if embedder == _DEFAULT else embedder, namespace=tenant.slug)
 
 
 def document_ingest(

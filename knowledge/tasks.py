@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from knowledge import pipeline
+from knowledge import indexer, pipeline
 
 
 def process_document(document_pk: int) -> str:
@@ -16,5 +16,11 @@ def process_document(document_pk: int) -> str:
 
 
 def reclaim_documents() -> dict[str, int]:
-    """Every minute (a ``Schedule``): re-queue or fail documents whose worker stopped."""
-    return asdict(pipeline.documents_reclaim())
+    """Every minute (a ``Schedule``): re-queue or fail documents whose worker stopped,
+    and re-queue the indexer for any tenant whose backlog is not being worked on."""
+    return {**asdict(pipeline.documents_reclaim()), "backlogs_queued": indexer.backlogs_reclaim()}
+
+
+def index_backlog(namespace: str) -> int:
+    """Index a tenant's backlog (postings, HNSW) for up to a minute; returns chunks indexed."""
+    return indexer.backlog_index(namespace=namespace, seconds=indexer.TASK_SECONDS)

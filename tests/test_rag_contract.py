@@ -13,13 +13,16 @@ from knowledge import rag
 from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, Posting, TermStat
 from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
+from knowledge.rag.backends.postgres import PostgresBackend
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
 from tests.conftest import STOCK_AVAILABLE
 from tests.factories import make_tenant
 
 needs_stock = pytest.mark.skipif(not STOCK_AVAILABLE, reason="no PostgreSQL at 127.0.0.1:5432 (this machine kind provides one)")
 # "postgres": the embedded server, with pgvector; "stock": PostgreSQL 15 without it.
-BACKENDS = ["postgres", pytest.param("stock", marks=needs_stock), "memory"]
+# "backlog": the embedded server with every ingestion left to the indexer, so the whole
+# contract also holds for chunks that have no postings or HNSW entry yet.
+BACKENDS = ["postgres", "backlog", pytest.param("stock", marks=needs_stock), "memory"]
 pytestmark = pytest.mark.django_db(databases=["default", "stock"] if STOCK_AVAILABLE else ["default"])
 
 
@@ -35,6 +38,8 @@ def make_service(request: pytest.FixtureRequest) -> Callable[..., rag.RAGService
         emb = BagOfWordsEmbedder() if embedder == "default" else embedder
         if request.param in ("postgres", "stock"):
             return rag.postgres(emb, chunker, namespace=namespace, using=using, **kw)  # type: ignore[arg-type]
+        if request.param == "backlog":
+            return rag.service(PostgresBackend(using, inline_index_max_chunks=0), emb, chunker, namespace=namespace, **kw)  # type: ignore[arg-type]
         return rag.service(shared_memory, emb, chunker, namespace=namespace, **kw)  # type: ignore[arg-type]
 
     factory.kind = request.param  # type: ignore[attr-defined]
@@ -428,7 +433,6 @@ def test_postgres_unknown_namespace_is_a_clear_error(db: None) -> None:
 @pytest.mark.parametrize("using", ["default", pytest.param("stock", marks=needs_stock)])
 def test_postgres_keyword_fast_path_falls_back_to_exact_under_selective_filters(using: str) -> None:
     """With 3 postings read per term, a filter keeping 1 in 10 chunks would leave the page short."""
-    from knowledge.rag.backends.postgres import PostgresBackend
 
     Tenant.objects.using(using).get_or_create(slug="acme")
     docs = [RAGDocument(f"d{i}", f"common words appear in document {i}", metadata={"keep": i % 10 == 0}) for i in range(100)]

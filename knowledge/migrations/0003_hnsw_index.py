@@ -10,21 +10,25 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from knowledge.rag.backends.postgres_sql import create_hnsw_index_sql, drop_hnsw_index_sql
-
 DEFAULT_DIMENSION = 384
+
+# Frozen here (0007 changes the predicate): a migration must not follow later code.
+CREATE = (
+    "CREATE INDEX IF NOT EXISTS chunk_embedding_hnsw_384 ON knowledge_chunk "
+    "USING hnsw ((embedding::vector(384)) vector_cosine_ops) WHERE array_length(embedding, 1) = 384"
+)
 
 
 def forwards(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
     with schema_editor.connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
         if cursor.fetchone():
-            cursor.execute(create_hnsw_index_sql(DEFAULT_DIMENSION))
+            cursor.execute(CREATE)
 
 
 def backwards(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
     with schema_editor.connection.cursor() as cursor:
-        cursor.execute(drop_hnsw_index_sql(DEFAULT_DIMENSION))
+        cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw_384")
 
 
 class Migration(migrations.Migration):

@@ -61,12 +61,19 @@ def postgres(
     using: str = "default",
     rrf_k: int = 60,
     rerank: bool = False,
+    inline_index_max_chunks: int | None = None,
 ) -> RAGService:
-    """A service over the Django-model backend; the namespace is a tenant slug."""
-    # Imported here: the Postgres backend needs Django set up, the memory backend does not.
-    from knowledge.rag.backends.postgres import PostgresBackend
+    """A service over the Django-model backend; the namespace is a tenant slug.
 
-    return service(PostgresBackend(using), embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+    Ingestions of more than ``inline_index_max_chunks`` chunks (default 500) leave their
+    postings and HNSW entries to ``PostgresBackend.index_backlog``; they are searchable at once.
+    """
+    # Imported here: the Postgres backend needs Django set up, the memory backend does not.
+    from knowledge.rag.backends.postgres import INLINE_INDEX_MAX_CHUNKS, PostgresBackend
+
+    inline = INLINE_INDEX_MAX_CHUNKS if inline_index_max_chunks is None else inline_index_max_chunks
+    backend = PostgresBackend(using, inline_index_max_chunks=inline)
+    return service(backend, embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
 
 
 def memory(

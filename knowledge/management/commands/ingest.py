@@ -10,6 +10,7 @@ from tqdm import tqdm
 from accounts.selectors import tenant_get
 from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
+from knowledge.indexer import backlog_drain
 from knowledge.services import document_ingest
 
 SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx"}
@@ -55,6 +56,7 @@ class Command(BaseCommand):
                 documents += 1
             except (ExtractionError, rag.RAGError, ValueError, OSError) as exc:
                 failures.append(f"{path}: {exc}")
+        backlog_drain(namespace=found.slug)  # a very long file leaves postings and HNSW entries to do
         for line in failures:
             self.stderr.write(f"failed: {line}")
         self.stdout.write(f"{documents} documents, {chunks} chunks, {len(failures)} failures")

@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from accounts.selectors import tenant_get
 from knowledge.evaluation import ingest_beir_corpus
+from knowledge.indexer import backlog_drain
 
 
 class Command(BaseCommand):
@@ -31,4 +32,5 @@ class Command(BaseCommand):
                 documents, chunks = ingest_beir_corpus(tenant=found, corpus=corpus, batch_size=batch_size, progress=bar.update)
         except (ValueError, json.JSONDecodeError) as exc:
             raise CommandError(str(exc)) from None
+        backlog_drain(namespace=found.slug)  # large batches leave postings and HNSW entries to do
         self.stdout.write(f"{documents} documents, {chunks} chunks")

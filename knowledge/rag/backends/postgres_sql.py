@@ -30,10 +30,11 @@ def hnsw_index_name(dimension: int) -> str:
 
 
 def create_hnsw_index_sql(dimension: int) -> str:
+    """The ANN index for one dimension: only indexed chunks (the backlog is searched exactly)."""
     d = int(dimension)
     return (
         f"CREATE INDEX IF NOT EXISTS {hnsw_index_name(d)} ON knowledge_chunk "
-        f"USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE array_length(embedding, 1) = {d}"
+        f"USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE indexed AND array_length(embedding, 1) = {d}"
     )
 
 
@@ -126,19 +127,9 @@ tsq AS MATERIALIZED (
 )"""
 
 
-def keyword_leg_sql(where: str, depth_param: str, *, exact: bool = False) -> str:
-    """Top chunks by BM25 among those sharing any term with the query (and passing ``where``).
-
-    Default: read each term's best ``per_term`` postings by impact and add up
-    the exact BM25 contributions found there: exact whenever no term has more
-    than ``per_term`` postings, and otherwise missing only contributions of
-    common (low-IDF) terms from chunks outside their top lists. ``exact``:
-    score every matching chunk from its tsvector (the fallback when filters
-    leave the fast path short of a full page).
-    """
-    if exact:
-        return f"""
-kw AS (
+def _bm25_scored(where: str) -> str:
+    """Matching chunks of the tenant with their exact BM25 score from the tsvector (alias ``c``, no order)."""
+    return f"""
     SELECT c.id, sc.score
     FROM knowledge_chunk c CROSS JOIN tsq CROSS JOIN corpus
     CROSS JOIN LATERAL (
@@ -150,8 +141,24 @@ kw AS (
         ) x
         JOIN stats s ON s.lexeme = x.lexeme
     ) sc
-    WHERE tsq.q IS NOT NULL AND c.tenant_id = %(tenant)s AND c.search_vector @@ tsq.q {where}
-    ORDER BY sc.score DESC, c.id
+    WHERE tsq.q IS NOT NULL AND c.tenant_id = %(tenant)s AND c.search_vector @@ tsq.q {where}"""
+
+
+def keyword_leg_sql(where: str, depth_param: str, *, exact: bool = False) -> str:
+    """Top chunks by BM25 among those sharing any term with the query (and passing ``where``).
+
+    Default: read each term's best ``per_term`` postings by impact and add up
+    the exact BM25 contributions found there: exact whenever no term has more
+    than ``per_term`` postings, and otherwise missing only contributions of
+    common (low-IDF) terms from chunks outside their top lists. Chunks in the
+    backlog (no postings yet) are scored exactly from their tsvectors and join
+    the same ranking. ``exact``: score every matching chunk from its tsvector
+    (the fallback when filters leave the fast path short of a full page).
+    """
+    if exact:
+        return f"""
+kw AS ({_bm25_scored(where)}
+    ORDER BY score DESC, id
     LIMIT %({depth_param})s
 )"""
     join = f"JOIN knowledge_chunk c ON c.id = post.id WHERE c.tenant_id = %(tenant)s {where}" if where else ""
@@ -168,9 +175,15 @@ post AS (
     ) p
     GROUP BY p.chunk_id
 ),
+kw_backlog AS ({_bm25_scored(where + " AND NOT c.indexed")}
+),
 kw AS (
-    SELECT post.id, post.score FROM post {join}
-    ORDER BY post.score DESC, post.id
+    SELECT id, score FROM (
+        SELECT post.id, post.score FROM post {join}
+        UNION ALL
+        SELECT id, score FROM kw_backlog
+    ) merged
+    ORDER BY score DESC, id
     LIMIT %({depth_param})s
 )"""
 
@@ -184,16 +197,34 @@ def semantic_leg_sql(where: str, depth_param: str, dimension: int | None, *, exa
     """
     if dimension is not None:
         d = int(dimension)
-        bypass = " + 0" if exact else ""
         # On the ANN path the tenant test is written so no b-tree can serve it: with stale
         # statistics the planner otherwise scans the tenant's rows and sorts them all (100x slower).
         tenant = "c.tenant_id" if exact else "(c.tenant_id + 0)"
-        return f"""
-sem AS (
+        leg = f"""
     SELECT c.id, 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) AS sim
     FROM knowledge_chunk c
-    WHERE {tenant} = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}
-    ORDER BY ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})){bypass}, c.id
+    WHERE {tenant} = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}"""
+        order = f"ORDER BY ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d}))"
+        if exact:
+            return f"""
+sem AS ({leg}
+    {order} + 0, c.id
+    LIMIT %({depth_param})s
+)"""
+        # The HNSW index holds indexed chunks only (its predicate says so, and the
+        # query must repeat it for the planner to use it); the backlog is ranked exactly.
+        return f"""
+sem_ann AS ({leg} AND c.indexed
+    {order}, c.id
+    LIMIT %({depth_param})s
+),
+sem_backlog AS ({leg.replace(tenant, "c.tenant_id")} AND NOT c.indexed
+    {order}, c.id
+    LIMIT %({depth_param})s
+),
+sem AS (
+    SELECT id, sim FROM (SELECT * FROM sem_ann UNION ALL SELECT * FROM sem_backlog) merged
+    ORDER BY sim DESC, id
     LIMIT %({depth_param})s
 )"""
     return f"""
