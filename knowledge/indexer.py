@@ -22,6 +22,7 @@ from django_q.tasks import async_task
 from accounts.models import Tenant
 from knowledge.models import Chunk
 from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +60,10 @@ def backlog_index(*, namespace: str, seconds: float | None = None, on_progress: 
     deadline = None if seconds is None else time.monotonic() + seconds
     done = 0
     while True:
-        batch = indexer.index_backlog(namespace)
+        try:
+            batch = indexer.index_backlog(namespace)
+        except NamespaceNotFound:
+            return done  # the tenant was deleted after the task was queued: nothing left to index
         if batch == 0:
             return done  # empty, or what is left is held by another indexer
         done += batch

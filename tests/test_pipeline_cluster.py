@@ -28,8 +28,8 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import Schedule, Success
 
-from knowledge import pipeline, rag
-from knowledge.models import Chunk, Document
+from knowledge import indexer, pipeline, rag
+from knowledge.models import Chunk, Document, Posting
 from knowledge.selectors import chunk_search
 from tests.conftest import World
 from tests.factories import make_token
@@ -171,6 +171,29 @@ def test_upload_over_http_is_processed_by_a_cluster_on_the_redis_broker(world: W
     assert (bodies["granite.txt"]["status"], bodies["granite.txt"]["chunk_count"], bodies["granite.txt"]["metadata"]) == ("ready", 1, {"source": "redis-test"})
     assert bodies["broken.pdf"]["status"] == "failed" and bodies["broken.pdf"]["error"].startswith("broken.pdf is corrupt or not a PDF")
     assert hits[0]["document_id"] == "granite.txt"
+
+
+def test_a_large_json_ingestion_is_searchable_at_once_and_a_cluster_indexes_it(world: World, data_dir: Path) -> None:
+    """Over HTTP on the ORM broker: the request stores the chunks (a backlog past the inline limit)
+    and queues the indexer; a cluster then gives them postings, and the answers stay the same."""
+    env = cluster_env(data_dir, QUARRY_INDEX_INLINE_MAX_CHUNKS="2", QUARRY_EMBEDDING_MODEL="none")
+    headers = {"Authorization": f"Bearer {make_token(world.acme, world.editor)}"}
+    documents = [{"id": f"note-{i}", "text": f"Field note {i}: the {word} face was mapped and sampled."}
+                 for i, word in enumerate(["granite", "marble", "granite", "slate", "basalt", "granite"])]
+    with asgi_server(env, log_name="uvicorn-backlog") as base:
+        response = httpx.post(f"{base}/v1/documents", headers=headers, json={"documents": documents}, timeout=60)
+        assert response.status_code == 200, response.text
+        assert Chunk.objects.filter(tenant=world.acme, indexed=False).count() == 6
+        query = {"query": "granite", "mode": "keyword", "limit": 10}
+        before = httpx.post(f"{base}/v1/search", headers=headers, json=query, timeout=30).json()["hits"]
+        with cluster(env, log_name="qcluster-backlog"):
+            wait_for(lambda: not Chunk.objects.filter(tenant=world.acme, indexed=False).exists(), timeout=90,
+                     what=f"the backlog to be indexed: {read_log('qcluster-backlog')[-2000:]}")
+        after = httpx.post(f"{base}/v1/search", headers=headers, json=query, timeout=30).json()["hits"]
+    assert sorted(h["document_id"] for h in before) == ["note-0", "note-2", "note-5"]
+    assert [(h["chunk_id"], h["score"]) for h in after] == [(h["chunk_id"], h["score"]) for h in before]
+    assert Posting.objects.filter(tenant=world.acme).values("chunk_id").distinct().count() == 6
+    assert Success.objects.filter(func=indexer.INDEX_TASK).exists()
 
 
 def test_a_killed_worker_leaves_old_chunks_searchable_and_a_new_cluster_finishes_the_document(world: World, data_dir: Path) -> None:

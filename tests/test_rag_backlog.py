@@ -204,6 +204,7 @@ def test_product_ingestions_queue_the_indexer_and_reclaim_finds_a_lost_backlog(s
     assert [(task.func(), task.args()) for task in OrmQ.objects.all()] == [(indexer.INDEX_TASK, ("acme",))]
     assert tasks.index_backlog("acme") == 8
     assert tasks.reclaim_documents()["backlogs_queued"] == 0
+    assert tasks.index_backlog("deleted-meanwhile") == 0  # a task outliving its tenant ends quietly
     assert orphan_postings("default") == 0
 
 
