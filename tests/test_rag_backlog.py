@@ -271,3 +271,14 @@ def test_replacing_a_document_waits_for_an_indexer_working_on_its_chunks() -> No
     assert list(Chunk.objects.values_list("text", flat=True)) == ["The new version: one chunk."]
     assert orphan_postings("default") == 0
     assert Posting.objects.count() == 0  # the new version waits in the backlog
+
+
+@pytest.mark.django_db(databases=["default", "stock"] if STOCK_AVAILABLE else ["default"])
+@pytest.mark.parametrize("using", DATABASES)
+def test_chunk_tables_are_vacuumed_after_two_percent_of_changes(using: str) -> None:
+    """Dead HNSW entries (a deleted tenant, a re-indexed backlog) should not wait for 20% of the table."""
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN ('knowledge_chunk', 'knowledge_posting')")
+        options = {name: set(opts or []) for name, opts in cursor.fetchall()}
+    expected = {"autovacuum_vacuum_scale_factor=0.02", "autovacuum_analyze_scale_factor=0.02"}
+    assert expected <= options["knowledge_chunk"] and expected <= options["knowledge_posting"], options
