@@ -1,6 +1,7 @@
 """Chat models for Quarry: the catalog (``config/models.yaml``), litellm's Router, the offline model.
 
     async for event in stream_chat(messages):   # TextDelta | ReasoningDelta | UsageReport | Finished
+    async for event in stream_chat(messages, tools=[...]):   # ... and ToolCalls before Finished
         ...
 
 Nothing else in the project imports litellm for chat.
@@ -15,6 +16,8 @@ from chat.llm.router import (
     ModelUnavailable,
     ReasoningDelta,
     TextDelta,
+    ToolCallRequest,
+    ToolCalls,
     UsageReport,
     build_router,
     catalog_path,
@@ -24,6 +27,6 @@ from chat.llm.router import (
 
 __all__ = [
     "OFFLINE_MODEL", "OFFLINE_PROVIDER", "Catalog", "CatalogError", "Deployment", "Finished", "LogicalModel",
-    "ModelEvent", "ModelUnavailable", "ReasoningDelta", "TextDelta", "UsageReport", "build_router", "catalog_path",
+    "ModelEvent", "ModelUnavailable", "ReasoningDelta", "TextDelta", "ToolCallRequest", "ToolCalls", "UsageReport", "build_router", "catalog_path",
     "get_router", "load_catalog", "stream_chat",
 ]

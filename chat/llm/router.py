@@ -2,8 +2,9 @@
 
 ``stream_chat(messages)`` is the one way the product talks to a chat model. It
 yields ``TextDelta``, ``ReasoningDelta`` and ``UsageReport`` as the provider
-streams, then one ``Finished`` with who answered and how many retries and
-fallbacks it took; any failure is raised as ``ModelUnavailable`` (safe to log,
+streams, then (when tools were offered) one ``ToolCalls`` with the calls
+assembled from their pieces, then one ``Finished`` with who answered and how
+many retries and fallbacks it took; any failure is raised as ``ModelUnavailable`` (safe to log,
 never carrying provider text). Closing the iterator early (a client that left)
 closes the provider stream.
 
@@ -19,6 +20,7 @@ and read back; ``retry_count`` is the sum of the two.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -67,7 +69,23 @@ class Finished:
     fallback_count: int
 
 
-ModelEvent = TextDelta | ReasoningDelta | UsageReport | Finished
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """A tool call as the model wrote it. ``arguments`` is raw text (JSON when the model behaved)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolCalls:
+    """The tool calls of a completion, whole (yielded before ``Finished``, only when tools were offered)."""
+
+    calls: tuple[ToolCallRequest, ...]
+
+
+ModelEvent = TextDelta | ReasoningDelta | ToolCalls | UsageReport | Finished
 
 
 class ModelUnavailable(Exception):
@@ -165,7 +183,42 @@ def build_router(catalog: Catalog) -> Any:
 # --- one completion --------------------------------------------------------------------
 
 
-async def stream_chat(messages: Sequence[Mapping[str, Any]], *, model: str | None = None) -> AsyncIterator[ModelEvent]:
+class _ToolCallAssembler:
+    """Tool calls arrive in pieces keyed by ``index``: the first piece names the call, the rest append arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, str]] = []
+        self._by_index: dict[int, dict[str, str]] = {}
+
+    def add(self, piece: Any) -> None:
+        index = getattr(piece, "index", None)
+        index = index if isinstance(index, int) else len(self.calls)
+        piece_id = getattr(piece, "id", None) or ""
+        current = self._by_index.get(index)
+        # Some providers number every complete call 0: a new id at a known index is a new call.
+        if current is None or (piece_id and current["id"] and piece_id != current["id"]):
+            current = {"id": "", "name": "", "arguments": ""}
+            self.calls.append(current)
+            self._by_index[index] = current
+        if piece_id and not current["id"]:
+            current["id"] = str(piece_id)
+        function = getattr(piece, "function", None)
+        name = getattr(function, "name", None) if function is not None else None
+        if name and not current["name"]:
+            current["name"] = str(name)
+        arguments = getattr(function, "arguments", None) if function is not None else None
+        if isinstance(arguments, str):
+            current["arguments"] += arguments
+        elif isinstance(arguments, Mapping):  # a provider that hands over parsed arguments
+            current["arguments"] += json.dumps(arguments)
+
+    def result(self) -> tuple[ToolCallRequest, ...]:
+        return tuple(ToolCallRequest(c["id"], c["name"], c["arguments"]) for c in self.calls if c["name"] or c["arguments"])
+
+
+async def stream_chat(
+    messages: Sequence[Mapping[str, Any]], *, model: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None
+) -> AsyncIterator[ModelEvent]:
     """Stream one chat completion of ``messages`` from ``model`` (default: the catalog's).
 
     Raises ``ModelUnavailable`` when no deployment answers, before or during the stream.
@@ -173,9 +226,11 @@ async def stream_chat(messages: Sequence[Mapping[str, Any]], *, model: str | Non
     router, catalog = get_router()
     name = model or catalog.default_model
     metadata: dict[str, Any] = {}
+    params: dict[str, Any] = {"tools": [dict(t) for t in tools]} if tools else {}
     try:
         response = await router.acompletion(
             model=name, messages=list(messages), stream=True, stream_options={"include_usage": True}, metadata=metadata,
+            **params,
         )
     except Exception as exc:
         raise ModelUnavailable.from_exception(exc, model=name) from None
@@ -183,6 +238,7 @@ async def stream_chat(messages: Sequence[Mapping[str, Any]], *, model: str | Non
     finish_reason = ""
     completion_id = ""
     reported_model = ""
+    calls = _ToolCallAssembler()
     try:
         async for chunk in response:
             completion_id = completion_id or str(getattr(chunk, "id", "") or "")
@@ -200,6 +256,9 @@ async def stream_chat(messages: Sequence[Mapping[str, Any]], *, model: str | Non
                 text = getattr(delta, "content", None) if delta is not None else None
                 if text:
                     yield TextDelta(str(text))
+                if tools and delta is not None:
+                    for piece in getattr(delta, "tool_calls", None) or ():
+                        calls.add(piece)
                 if getattr(choice, "finish_reason", None):
                     finish_reason = str(choice.finish_reason)
     except Exception as exc:
@@ -220,12 +279,15 @@ async def stream_chat(messages: Sequence[Mapping[str, Any]], *, model: str | Non
     if usage is None:
         usage = UsageReport(0, 0, 0)
     yield usage
+    tool_calls = calls.result()
+    if tools:
+        yield ToolCalls(tool_calls)
     yield Finished(
         id=completion_id,
         model=served_group,
         provider=provider,
         provider_model=_provider_model(reported_model, deployment_model, provider),
-        finish_reason=finish_reason or "stop",
+        finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"),
         usage=usage,
         retry_count=retries,
         fallback_count=fallbacks,
