@@ -252,19 +252,18 @@ class PostgresBackend:
             [tenant_id, *params],
         )
 
-    def _stats_remove(self, cursor: Any, tenant_id: int, doc_pks: list[int]) -> None:
-        """Take these documents' chunks out of postings and statistics (before they are deleted)."""
+    def _stats_remove(self, cursor: Any, tenant_id: int, doc_pks: list[int]) -> int:
+        """Take these documents' chunks out of postings and statistics (before they are deleted);
+        returns how many chunks they have."""
         # Lock the chunks first: an indexer working on them commits their postings
         # before we read which postings to delete, so none are left behind.
         cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS} ORDER BY c.id FOR UPDATE", [tenant_id, doc_pks])
-        if not cursor.fetchall():
-            return  # new documents: nothing to take out
+        chunk_pks = [row[0] for row in cursor.fetchall()]
+        if not chunk_pks:
+            return 0  # new documents: nothing to take out
+        cursor.execute("DELETE FROM knowledge_posting WHERE chunk_id = ANY(%s)", [chunk_pks])
         cursor.execute(
-            f"DELETE FROM knowledge_posting WHERE chunk_id IN (SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS})",
-            [tenant_id, doc_pks],
-        )
-        cursor.execute(
-            f"""
+            """
             WITH terms AS (
                 SELECT word AS lexeme, ndoc AS df, ndoc AS tokens FROM ts_stat(%s)
             ), dec AS (
@@ -272,13 +271,14 @@ class PostgresBackend:
                 FROM terms WHERE t.tenant_id = %s AND t.lexeme = terms.lexeme
             )
             UPDATE knowledge_corpusstat SET
-                chunk_count = chunk_count - (SELECT count(*) FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}),
+                chunk_count = chunk_count - %s,
                 token_count = token_count - coalesce((SELECT sum(tokens) FROM terms), 0)
             WHERE tenant_id = %s
             """,
-            [_vectors_of_documents(tenant_id, doc_pks), tenant_id, tenant_id, doc_pks, tenant_id],
+            [_vectors_of_documents(tenant_id, doc_pks), tenant_id, len(chunk_pks), tenant_id],
         )
         cursor.execute("DELETE FROM knowledge_termstat WHERE tenant_id = %s AND df <= 0", [tenant_id])
+        return len(chunk_pks)
 
     def _audit(self, cursor: Any, tenant_id: int, actor: str | None, trigger: Trigger, action: str, document_ids: list[str], chunks: int) -> None:
         cursor.execute(
@@ -347,9 +347,7 @@ class PostgresBackend:
             pks = [r[0] for r in rows]
             chunks = 0
             if pks:
-                cursor.execute(f"SELECT count(*) FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
-                chunks = cursor.fetchone()[0]
-                self._stats_remove(cursor, tenant_id, pks)
+                chunks = self._stats_remove(cursor, tenant_id, pks)
                 cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
                 cursor.execute("DELETE FROM knowledge_document WHERE tenant_id = %s AND id = ANY(%s)", [tenant_id, pks])
             self._audit(cursor, tenant_id, actor, trigger, "delete", [r[1] for r in rows], chunks)
