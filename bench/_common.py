@@ -104,6 +104,12 @@ class TableEmbedder:
         return [self.table[t] for t in texts]
 
 
+def perturbed(base: np.ndarray, count: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """``count`` unit vectors: the rows of ``base`` in turn, each with Gaussian noise of ``sigma`` per dimension."""
+    vectors = base[np.arange(count) % len(base)] + rng.normal(0, sigma, size=(count, base.shape[1]))
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
 def index_perturbed_corpus(tenant_slug: str, count: int, base_count: int, *, seed: int = 31) -> float:
     """Index ``count`` windows of real text whose vectors are perturbed real embeddings
     (``base_count`` embedded by the local model, filed under its id), and index them all;
@@ -112,13 +118,13 @@ def index_perturbed_corpus(tenant_slug: str, count: int, base_count: int, *, see
     from django.db import connection
 
     from knowledge import rag
+    from knowledge.indexer import backlog_index
     from knowledge.rag.embedding import LOCAL_MODEL_ID
 
     texts = passages(count, words_per=120, seed=seed)
     base = np.array(async_to_sync(rag.LocalEmbedder().embed)(texts[:base_count]), dtype=np.float64)
     rng = np.random.default_rng(seed)
-    vectors = base[np.arange(count) % len(base)] + rng.normal(0, 0.04, size=(count, base.shape[1]))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = perturbed(base, count, 0.04, rng)
     service = rag.postgres(TableEmbedder({t: vectors[i].tolist() for i, t in enumerate(texts)}, LOCAL_MODEL_ID),
                            namespace=tenant_slug)
     started = time.perf_counter()
@@ -127,8 +133,7 @@ def index_perturbed_corpus(tenant_slug: str, count: int, base_count: int, *, see
         async_to_sync(service.ingest)(docs)
     # Requests of 1,000 documents leave postings and HNSW entries to the indexer: run it
     # to the end, as the workers would, so searches measure the indexed steady state.
-    while service.backend.index_backlog(tenant_slug):  # type: ignore[attr-defined]
-        pass
+    backlog_index(namespace=tenant_slug)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE knowledge_chunk, knowledge_posting, knowledge_termstat")  # as autovacuum would, soon after a bulk load
     return time.perf_counter() - started

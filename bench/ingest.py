@@ -71,6 +71,7 @@ def main() -> None:
     from django.db import connection
 
     from knowledge import rag
+    from knowledge.indexer import backlog_index
 
     result: dict[str, object] = {"benchmark": "ingest", "database": connection.settings_dict["HOST"] or "localhost"}
     texts = passages(args.chunks, words_per=150, seed=1)  # ~1,000 characters: one chunk per document
@@ -82,12 +83,9 @@ def main() -> None:
             docs = [rag.RAGDocument(f"doc-{i}", texts[i]) for i in range(start, min(start + args.batch, len(texts)))]
             stored += async_to_sync(service.ingest)(docs)
         elapsed = time.perf_counter() - started
-        backend = service.backend
-        backlog = backend.backlog(tenant.slug)  # type: ignore[attr-defined]
+        backlog = service.backend.backlog(tenant.slug)  # type: ignore[attr-defined]
         started = time.perf_counter()
-        indexed = 0
-        while batch := backend.index_backlog(tenant.slug):  # type: ignore[attr-defined]
-            indexed += batch
+        indexed = backlog_index(namespace=tenant.slug)  # type: ignore[attr-defined]
         index_seconds = time.perf_counter() - started
         result["trivial_embedder"] = {
             "chunks": stored, "seconds": round(elapsed, 2), "chunks_per_second": round(stored / elapsed, 1),

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
-from _common import bench_tenant, emit, passages, setup_django
+from _common import bench_tenant, emit, passages, perturbed, setup_django
 
 DIM = 384
 
@@ -104,6 +104,7 @@ def main() -> None:
     from django.db import connection
 
     from knowledge import rag
+    from knowledge.indexer import backlog_index
     from knowledge.rag.backends.postgres import PostgresBackend
     from knowledge.rag.fusion import rrf
 
@@ -119,8 +120,7 @@ def main() -> None:
     result: dict[str, object] = {"benchmark": "search_latency", "limit": args.limit, "queries": args.queries,
                                  "database": connection.settings_dict["HOST"] or "localhost", "sizes": {}}
     for n in sizes:
-        vectors = base[np.arange(n) % len(base)] + rng.normal(0, args.noise, size=(n, DIM))
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = perturbed(base, n, args.noise, rng)
         table = {texts[i]: vectors[i].tolist() for i in range(n)}
         with bench_tenant(f"bench-search-{n}") as tenant:
             service = rag.postgres(TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
@@ -130,8 +130,7 @@ def main() -> None:
                 async_to_sync(service.ingest)(docs)
             ingest_s = time.perf_counter() - started
             started = time.perf_counter()
-            while service.backend.index_backlog(tenant.slug):  # type: ignore[attr-defined]
-                pass  # what the workers do after a bulk load: postings and HNSW entries
+            backlog_index(namespace=tenant.slug)  # type: ignore[attr-defined]  # what the workers do after a bulk load
             index_s = time.perf_counter() - started
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE knowledge_chunk, knowledge_posting, knowledge_termstat")  # as autovacuum would after a bulk load
@@ -194,8 +193,7 @@ def main() -> None:
             if args.backlog:
                 # A bulk load in progress: chunks stored but not yet indexed are searched exactly.
                 extra = passages(args.backlog, words_per=120, seed=12)
-                extra_vectors = base[np.arange(args.backlog) % len(base)] + rng.normal(0, args.noise, size=(args.backlog, DIM))
-                extra_vectors /= np.linalg.norm(extra_vectors, axis=1, keepdims=True)
+                extra_vectors = perturbed(base, args.backlog, args.noise, rng)
                 table.update({t: extra_vectors[i].tolist() for i, t in enumerate(extra)})
                 deferred = rag.service(PostgresBackend(inline_index_max_chunks=0), TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
                 for start in range(0, args.backlog, 1000):
