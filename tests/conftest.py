@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.conf import settings
@@ -14,7 +17,9 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from accounts.models import Role, Tenant
+from tests.chat_support import index_world, write_catalog
 from tests.factories import make_member, make_tenant, make_token
+from tests.fake_openai import FakeOpenAI, fake_openai_server
 from tests.servers import postgres_available
 
 # The system PostgreSQL without pgvector (127.0.0.1:5432 on this machine kind):
@@ -67,3 +72,18 @@ def world(db: None) -> World:
         teammate=make_member(acme, Role.READER, "teammate"),
         outsider=make_member(globex, Role.ADMIN, "outsider"),
     )
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    """The OpenAI-compatible model server on 127.0.0.1 (modules that share one override this)."""
+    with fake_openai_server() as server:
+        yield server
+
+
+@pytest.fixture
+def model_world(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> World:
+    """``world`` with documents indexed in acme and globex, and the chat catalog on the fake server."""
+    index_world(world)
+    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
+    return world

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from datetime import timedelta
 from pathlib import Path
@@ -30,25 +30,12 @@ from knowledge import rag
 from knowledge.rag import embedding as rag_embedding
 from tests.conftest import World
 from tests.embedders import BagOfWordsEmbedder
-from tests.fake_openai import FakeOpenAI, Scripted, ToolCall, failure, fake_openai_server, tool_calls
-from tests.test_chat_api import SECRET_KEY_MARKER, UPLOAD_QUESTION, index_world, write_catalog
+from tests.fake_openai import FakeOpenAI, Scripted, ToolCall, failure, tool_calls
+from tests.chat_support import SECRET_KEY_MARKER, UPLOAD_QUESTION, write_catalog
 
 RESPONSE_KEYS = ["id", "run_id", "model", "provider", "provider_model", "message", "finish_reason", "stop_reason", "usage",
                  "turns", "tool_call_count", "tool_calls", "session_id", "citations"]
 BASE_TOOLS = ["hybrid_search", "keyword_search", "semantic_search", "fetch_chunks"]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
-
-
-@pytest.fixture
-def agent_world(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> World:
-    index_world(world)
-    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
-    return world
 
 
 def new_session(world: World, user: Any) -> str:
@@ -89,26 +76,26 @@ def search(name: str, query: str, **more: Any) -> ToolCall:
 # --- sessions -------------------------------------------------------------------------------------
 
 
-def test_reader_creates_an_agent_session(agent_world: World) -> None:
-    response = agent_world.client(agent_world.teammate).post("/v1/agent/sessions", {"tenant": "acme"}, format="json")
+def test_reader_creates_an_agent_session(model_world: World) -> None:
+    response = model_world.client(model_world.teammate).post("/v1/agent/sessions", {"tenant": "acme"}, format="json")
     assert response.status_code == 201 and response["Cache-Control"] == "no-store"
     body = response.json()
     assert set(body) == {"session_id", "greeting"} and "acme" in body["greeting"]
     session = ChatSession.objects.get(public_id=body["session_id"])
-    assert (session.kind, session.tenant, session.principal) == (SessionKind.AGENT, agent_world.acme, f"user:{agent_world.teammate.pk}")
+    assert (session.kind, session.tenant, session.principal) == (SessionKind.AGENT, model_world.acme, f"user:{model_world.teammate.pk}")
 
 
 # --- runs: steps, parallel calls, citations ---------------------------------------------------------
 
 
-def test_multi_step_run_answers_with_citations_and_is_saved(agent_world: World, fake: FakeOpenAI) -> None:
+def test_multi_step_run_answers_with_citations_and_is_saved(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [
         tool_calls(search("keyword_search", "upload")),
         tool_calls(ToolCall("fetch_chunks", {"ids": ["modes:0", "guide:7"]}), text="Let me read one more."),
         "Editors upload files in the admin [1]; keyword search uses BM25 [2]. Not [9], not [other:1].",
     ]
-    session_id = new_session(agent_world, agent_world.teammate)
-    response = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    session_id = new_session(model_world, model_world.teammate)
+    response = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 200, response.content
     assert response["Cache-Control"] == "no-store"
     body = response.json()
@@ -140,7 +127,7 @@ def test_multi_step_run_answers_with_citations_and_is_saved(agent_world: World, 
 
     run = run_of(body)
     assert (run.status, run.stop_reason, run.prompt, run.answer) == (RunStatus.COMPLETED, "completed", UPLOAD_QUESTION, body["message"]["content"])
-    assert run.session.public_id == session_id and run.tenant == agent_world.acme
+    assert run.session.public_id == session_id and run.tenant == model_world.acme
     assert [s["step"] for s in run.steps] == [1, 2]
     [fetch_call] = run.steps[1]["calls"]
     assert fetch_call == {"id": third["messages"][4]["tool_calls"][0]["id"], "tool": "fetch_chunks",
@@ -152,7 +139,7 @@ def test_multi_step_run_answers_with_citations_and_is_saved(agent_world: World, 
     assert not Turn.objects.exists()  # runs are the agent's transcript; chat turns stay chat's
 
 
-def test_parallel_tool_calls_in_one_step_run_concurrently(agent_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parallel_tool_calls_in_one_step_run_concurrently(model_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     class GatedEmbedder(BagOfWordsEmbedder):
         """Counts queries embedded at the same time (each takes a while, like a model server)."""
 
@@ -179,8 +166,8 @@ def test_parallel_tool_calls_in_one_step_run_concurrently(agent_world: World, fa
                    search("semantic_search", "embeddings", limit=1), search("keyword_search", "BM25")),
         "BM25 ranks keywords [2]; uploads run in the background [1] [7].",
     ]
-    session_id = new_session(agent_world, agent_world.teammate)
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt="How do uploads and BM25 work?").json()
+    session_id = new_session(model_world, model_world.teammate)
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt="How do uploads and BM25 work?").json()
     assert embedder.peak == 3  # the three calls that embed a query waited on the model together
     assert body["tool_calls"] == [{"step": 1, "tool": t, "ok": True}
                                   for t in ("semantic_search", "hybrid_search", "semantic_search", "keyword_search")]
@@ -201,14 +188,14 @@ def test_parallel_tool_calls_in_one_step_run_concurrently(agent_world: World, fa
 # --- bounds -----------------------------------------------------------------------------------------
 
 
-def test_max_steps_ends_with_a_turn_without_tools(agent_world: World, fake: FakeOpenAI) -> None:
+def test_max_steps_ends_with_a_turn_without_tools(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [
         tool_calls(search("keyword_search", "upload")),
         tool_calls(search("keyword_search", "workers")),
         "Workers process uploads [1].",
     ]
-    session_id = new_session(agent_world, agent_world.teammate)
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, max_steps=2).json()
+    session_id = new_session(model_world, model_world.teammate)
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, max_steps=2).json()
     assert (body["stop_reason"], body["turns"], body["tool_call_count"]) == ("max_steps", 3, 2)
     assert body["message"]["content"] == "Workers process uploads [1]." and [c["chunk_id"] for c in body["citations"]] == ["guide:0"]
     final = sent(fake)[2]
@@ -219,14 +206,14 @@ def test_max_steps_ends_with_a_turn_without_tools(agent_world: World, fake: Fake
     assert run.messages[-1]["role"] == "tool"  # a resume continues the research, not the budget-spent answer
 
 
-def test_repeated_identical_call_stops_the_research(agent_world: World, fake: FakeOpenAI) -> None:
+def test_repeated_identical_call_stops_the_research(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [
         tool_calls(ToolCall("keyword_search", {"query": "upload", "limit": 3})),
         tool_calls(ToolCall("keyword_search", '{"limit": 3, "query": "upload"}'), search("keyword_search", "BM25")),
         "Editors upload in the admin [1].",
     ]
-    session_id = new_session(agent_world, agent_world.teammate)
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
+    session_id = new_session(model_world, model_world.teammate)
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
     assert body["stop_reason"] == "repeated_call" and body["turns"] == 3
     assert body["tool_calls"] == [{"step": 1, "tool": "keyword_search", "ok": True},
                                   {"step": 2, "tool": "keyword_search", "ok": False},
@@ -240,12 +227,12 @@ def test_repeated_identical_call_stops_the_research(agent_world: World, fake: Fa
     assert run_of(body).status == RunStatus.COMPLETED
 
 
-def test_token_budget_stops_the_research(agent_world: World, fake: FakeOpenAI, settings: Any) -> None:
+def test_token_budget_stops_the_research(model_world: World, fake: FakeOpenAI, settings: Any) -> None:
     settings.QUARRY_AGENT_TOKEN_BUDGET = 500
     fake.chat_script = [tool_calls(search("keyword_search", "upload"), usage={"prompt_tokens": 480, "completion_tokens": 30}),
                         "Editors upload in the admin [1]."]
-    session_id = new_session(agent_world, agent_world.teammate)
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
+    session_id = new_session(model_world, model_world.teammate)
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
     assert body["stop_reason"] == "token_budget" and body["turns"] == 2
     assert body["usage"]["total_tokens"] > 510
     final = sent(fake)[1]
@@ -253,7 +240,7 @@ def test_token_budget_stops_the_research(agent_world: World, fake: FakeOpenAI, s
     assert run_of(body).status == RunStatus.COMPLETED
 
 
-def test_tool_failures_are_ok_false_results_not_errors(agent_world: World, fake: FakeOpenAI) -> None:
+def test_tool_failures_are_ok_false_results_not_errors(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [
         tool_calls(
             search("keyword_search", "upload", limit=0),
@@ -266,8 +253,8 @@ def test_tool_failures_are_ok_false_results_not_errors(agent_world: World, fake:
         ),
         "The knowledge base does not answer that.",
     ]
-    session_id = new_session(agent_world, agent_world.teammate)
-    response = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    session_id = new_session(model_world, model_world.teammate)
+    response = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 200, response.content
     body = response.json()
     assert [c["ok"] for c in body["tool_calls"]] == [False] * 6 + [True]
@@ -287,27 +274,27 @@ def test_tool_failures_are_ok_false_results_not_errors(agent_world: World, fake:
     assert run.steps[0]["calls"][0]["error"] == "limit: must be at least 1"
 
 
-def test_graph_tools_only_with_graph_search(agent_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(agent_world, agent_world.teammate)
+def test_graph_tools_only_with_graph_search(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
     fake.chat_script = [tool_calls(search("graph_search", "uploads")), "No graph [1]."]
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
     assert tool_names(sent(fake)[0]) == BASE_TOOLS
     assert body["tool_calls"] == [{"step": 1, "tool": "graph_search", "ok": False}] and body["citations"] == []
     assert tool_results(sent(fake)[1])[0]["error"].startswith("There is no tool called 'graph_search'")
 
     fake.chat_script = [tool_calls(search("graph_search", "uploads"), ToolCall("graph_neighbors", {"entity": "upload"})),
                         "Nothing in the graph."]
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
     assert tool_names(sent(fake)[2]) == BASE_TOOLS + ["graph_search", "graph_neighbors"]
     assert [r["error"] for r in tool_results(sent(fake)[3])] == [GRAPH_NOT_BUILT, GRAPH_NOT_BUILT]
     assert run_of(body).graph_search is True
 
 
-def test_timeout_stops_the_run_resumably(agent_world: World, fake: FakeOpenAI, settings: Any) -> None:
+def test_timeout_stops_the_run_resumably(model_world: World, fake: FakeOpenAI, settings: Any) -> None:
     settings.QUARRY_AGENT_TIMEOUT_SECONDS = 1
     fake.chat_script = [tool_calls(search("keyword_search", "upload")), Scripted(text="Too late [1].", delay=2.5)]
-    session_id = new_session(agent_world, agent_world.teammate)
-    response = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    session_id = new_session(model_world, model_world.teammate)
+    response = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 503 and response["Retry-After"] == "5"
     body = response.json()
     assert (body["error"], body["stop_reason"]) == ("agent_timeout", "timeout") and body["run_id"].startswith("run-")
@@ -319,10 +306,10 @@ def test_timeout_stops_the_run_resumably(agent_world: World, fake: FakeOpenAI, s
 # --- resume ----------------------------------------------------------------------------------------
 
 
-def test_resume_after_a_provider_failure_mid_run(agent_world: World, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
+def test_resume_after_a_provider_failure_mid_run(model_world: World, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture) -> None:
     fake.chat_script = [tool_calls(search("keyword_search", "upload")), failure(500)]
-    session_id = new_session(agent_world, agent_world.teammate)
-    failed = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    session_id = new_session(model_world, model_world.teammate)
+    failed = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert failed.status_code == 503 and failed["Cache-Control"] == "no-store"
     error = failed.json()
     assert error == {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly, or resume the run.",
@@ -333,7 +320,7 @@ def test_resume_after_a_provider_failure_mid_run(agent_world: World, fake: FakeO
     assert "fake scripted failure" not in caplog.text
 
     fake.chat_script = ["Editors upload files in the admin [1]."]
-    resumed = resume(agent_world, agent_world.teammate, error["run_id"], session_id=session_id, max_steps=2)
+    resumed = resume(model_world, model_world.teammate, error["run_id"], session_id=session_id, max_steps=2)
     assert resumed.status_code == 200, resumed.content
     body = resumed.json()
     assert list(body) == RESPONSE_KEYS and body["run_id"] == error["run_id"] and body["session_id"] == session_id
@@ -348,12 +335,12 @@ def test_resume_after_a_provider_failure_mid_run(agent_world: World, fake: FakeO
     assert AgentRun.objects.count() == 1
 
 
-def test_resuming_a_finished_run_is_409(agent_world: World, fake: FakeOpenAI) -> None:
+def test_resuming_a_finished_run_is_409(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = ["The knowledge base does not answer that."]
-    session_id = new_session(agent_world, agent_world.teammate)
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt="What is the capital of Peru?").json()
+    session_id = new_session(model_world, model_world.teammate)
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt="What is the capital of Peru?").json()
     assert (body["stop_reason"], body["tool_call_count"], body["citations"]) == ("completed", 0, [])
-    response = resume(agent_world, agent_world.teammate, body["run_id"], session_id=session_id)
+    response = resume(model_world, model_world.teammate, body["run_id"], session_id=session_id)
     assert response.status_code == 409 and response["Cache-Control"] == "no-store"
     assert response.json() == {
         "error": "run_finished",
@@ -362,12 +349,12 @@ def test_resuming_a_finished_run_is_409(agent_world: World, fake: FakeOpenAI) ->
     assert len(sent(fake)) == 1
 
 
-def test_a_run_in_progress_cannot_be_resumed_until_its_process_is_gone(agent_world: World, settings: Any) -> None:
-    session_id = new_session(agent_world, agent_world.teammate)
+def test_a_run_in_progress_cannot_be_resumed_until_its_process_is_gone(model_world: World, settings: Any) -> None:
+    session_id = new_session(model_world, model_world.teammate)
     session = ChatSession.objects.get(public_id=session_id)
-    run = AgentRun.objects.create(tenant=agent_world.acme, session=session, prompt="q", status=RunStatus.RUNNING,
+    run = AgentRun.objects.create(tenant=model_world.acme, session=session, prompt="q", status=RunStatus.RUNNING,
                                   messages=[{"role": "user", "content": "q"}])
-    response = resume(agent_world, agent_world.teammate, run.public_id, session_id=session_id)
+    response = resume(model_world, model_world.teammate, run.public_id, session_id=session_id)
     assert response.status_code == 409 and response.json()["error"] == "run_in_progress"
     AgentRun.objects.filter(pk=run.pk).update(updated_at=timezone.now() - timedelta(seconds=settings.QUARRY_AGENT_TIMEOUT_SECONDS + 61))
     claimed = agent_run_claim(run=run, max_steps=3, graph_search=False)
@@ -376,13 +363,13 @@ def test_a_run_in_progress_cannot_be_resumed_until_its_process_is_gone(agent_wor
         agent_run_claim(run=run, max_steps=3, graph_search=False)
 
 
-def test_max_steps_run_resumes_with_a_fresh_budget(agent_world: World, fake: FakeOpenAI) -> None:
+def test_max_steps_run_resumes_with_a_fresh_budget(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [tool_calls(search("keyword_search", "upload")), "First answer [1]."]
-    session_id = new_session(agent_world, agent_world.teammate)
-    first = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, max_steps=1).json()
+    session_id = new_session(model_world, model_world.teammate)
+    first = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, max_steps=1).json()
     assert first["stop_reason"] == "max_steps"
     fake.chat_script = [tool_calls(search("keyword_search", "BM25")), "Uploads [1] and BM25 [2]."]
-    body = resume(agent_world, agent_world.teammate, first["run_id"], session_id=session_id, max_steps=3).json()
+    body = resume(model_world, model_world.teammate, first["run_id"], session_id=session_id, max_steps=3).json()
     assert (body["stop_reason"], body["turns"], body["tool_call_count"]) == ("completed", 4, 2)
     assert body["tool_calls"] == [{"step": 1, "tool": "keyword_search", "ok": True}, {"step": 2, "tool": "keyword_search", "ok": True}]
     assert [c["chunk_id"] for c in body["citations"]] == ["guide:0", "modes:0"]
@@ -392,26 +379,26 @@ def test_max_steps_run_resumes_with_a_fresh_budget(agent_world: World, fake: Fak
 # --- access ----------------------------------------------------------------------------------------
 
 
-def test_outsider_gets_404_for_our_sessions_and_runs(agent_world: World, fake: FakeOpenAI) -> None:
+def test_outsider_gets_404_for_our_sessions_and_runs(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [tool_calls(search("keyword_search", "upload")), failure(500)]
-    session_id = new_session(agent_world, agent_world.teammate)
-    run_id = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()["run_id"]
+    session_id = new_session(model_world, model_world.teammate)
+    run_id = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()["run_id"]
     requests_before = len(sent(fake))
     not_found = {"error": "not_found", "detail": "Not found."}
 
-    outsider = ask(agent_world, agent_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION)
+    outsider = ask(model_world, model_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert outsider.status_code == 404 and outsider.json() == not_found
-    outsider = resume(agent_world, agent_world.outsider, run_id, session_id=session_id)
+    outsider = resume(model_world, model_world.outsider, run_id, session_id=session_id)
     assert outsider.status_code == 404 and outsider.json() == not_found
-    named = resume(agent_world, agent_world.outsider, run_id, session_id=session_id, tenant="acme")
+    named = resume(model_world, model_world.outsider, run_id, session_id=session_id, tenant="acme")
     assert named.status_code == 404 and named.json()["error"] == "tenant_not_found"
-    teammate_of_owner = resume(agent_world, agent_world.owner, run_id, session_id=session_id)
+    teammate_of_owner = resume(model_world, model_world.owner, run_id, session_id=session_id)
     assert teammate_of_owner.status_code == 404  # another principal's run, same tenant
-    other_session = new_session(agent_world, agent_world.teammate)
-    assert resume(agent_world, agent_world.teammate, run_id, session_id=other_session).status_code == 404
-    chat_session = agent_world.client(agent_world.teammate).post("/v1/chat/sessions", {}, format="json").json()["session_id"]
-    assert ask(agent_world, agent_world.teammate, session_id=chat_session, prompt="hi").status_code == 404
-    assert resume(agent_world, agent_world.teammate, "run-doesnotexist", session_id=session_id).status_code == 404
+    other_session = new_session(model_world, model_world.teammate)
+    assert resume(model_world, model_world.teammate, run_id, session_id=other_session).status_code == 404
+    chat_session = model_world.client(model_world.teammate).post("/v1/chat/sessions", {}, format="json").json()["session_id"]
+    assert ask(model_world, model_world.teammate, session_id=chat_session, prompt="hi").status_code == 404
+    assert resume(model_world, model_world.teammate, "run-doesnotexist", session_id=session_id).status_code == 404
     assert len(sent(fake)) == requests_before and AgentRun.objects.count() == 1
     assert AgentRun.objects.get().status == RunStatus.STOPPED
 
@@ -448,12 +435,12 @@ def test_bad_input_is_a_400_naming_the_field(world: World) -> None:
 # --- the offline model, streams, memory, privacy --------------------------------------------------------
 
 
-def test_offline_model_drives_the_agent(agent_world: World, tmp_path: Path, settings: Any) -> None:
+def test_offline_model_drives_the_agent(model_world: World, tmp_path: Path, settings: Any) -> None:
     catalog = tmp_path / "offline.yaml"
     catalog.write_text(json.dumps({"models": {"chat": {"deployments": [{"model": "quarry/offline-extractive"}]}}}))
     settings.QUARRY_MODEL_CONFIG_PATH = catalog
-    session_id = new_session(agent_world, agent_world.teammate)
-    body = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
+    session_id = new_session(model_world, model_world.teammate)
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
     assert (body["provider"], body["provider_model"], body["stop_reason"], body["turns"]) == ("quarry", "offline-extractive", "completed", 2)
     assert body["tool_calls"] == [{"step": 1, "tool": "hybrid_search", "ok": True}]
     assert body["message"]["content"].startswith("From the knowledge base:\n\n- \u201cEditors upload files in the admin.\u201d [1]")
@@ -474,12 +461,12 @@ async def drain(response: Any) -> str:
     return b"".join([chunk async for chunk in response.streaming_content]).decode()
 
 
-def test_stream_sends_the_exact_event_sequence(agent_world: World, fake: FakeOpenAI) -> None:
+def test_stream_sends_the_exact_event_sequence(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_reasoning = "thinking"
     fake.chat_script = [tool_calls(search("keyword_search", "upload"), search("keyword_search", "BM25"), text="Searching."),
                         "Uploads [1] and BM25 [2]."]
-    session_id = new_session(agent_world, agent_world.teammate)
-    response = ask(agent_world, agent_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, stream=True)
+    session_id = new_session(model_world, model_world.teammate)
+    response = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, stream=True)
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream; charset=utf-8"
     assert response["Cache-Control"] == "no-store"
     events = parse_sse(async_to_sync(drain)(response))
@@ -502,18 +489,18 @@ def test_stream_sends_the_exact_event_sequence(agent_world: World, fake: FakeOpe
     assert events[-3][1]["citations"] == completed["citations"] and events[-2][1] == completed["usage"]
 
 
-def test_a_stream_that_fails_ends_with_one_error_naming_the_run(agent_world: World, fake: FakeOpenAI) -> None:
+def test_a_stream_that_fails_ends_with_one_error_naming_the_run(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [failure(503)]
-    session_id = new_session(agent_world, agent_world.teammate)
-    events = parse_sse(async_to_sync(drain)(ask(agent_world, agent_world.teammate, session_id=session_id, prompt="hi", stream=True)))
+    session_id = new_session(model_world, model_world.teammate)
+    events = parse_sse(async_to_sync(drain)(ask(model_world, model_world.teammate, session_id=session_id, prompt="hi", stream=True)))
     assert [name for name, _ in events] == ["run", "error"]
     assert events[1][1] == {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly, or resume the run.",
                             "run_id": events[0][1]["run_id"], "stop_reason": "provider_error"}
 
 
-def test_a_client_that_leaves_stops_the_run_resumably(agent_world: World, fake: FakeOpenAI) -> None:
+def test_a_client_that_leaves_stops_the_run_resumably(model_world: World, fake: FakeOpenAI) -> None:
     fake.chat_script = [tool_calls(search("keyword_search", "upload")), "Editors upload files in the admin [1]."]
-    session = ChatSession.objects.create(tenant=agent_world.acme, principal="user:1", kind=SessionKind.AGENT)
+    session = ChatSession.objects.create(tenant=model_world.acme, principal="user:1", kind=SessionKind.AGENT)
 
     async def leave_after_first_step() -> None:
         async with aclosing(agent_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
@@ -527,14 +514,14 @@ def test_a_client_that_leaves_stops_the_run_resumably(agent_world: World, fake: 
     assert agent_run_claim(run=run, max_steps=4, graph_search=False).status == RunStatus.RUNNING
 
 
-def test_earlier_exchanges_of_the_session_are_memory_without_their_markers(agent_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(agent_world, agent_world.teammate)
+def test_earlier_exchanges_of_the_session_are_memory_without_their_markers(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
     chat_exchange_record(session=ChatSession.objects.get(public_id=session_id), prompt="chat question",
                          answer="chat answer [1].", citations=[], usage={}, model="openai/answer")
     fake.chat_script = ["Editors upload in the admin [1][2]."]
-    ask(agent_world, agent_world.teammate, session_id=session_id, prompt="first question")
+    ask(model_world, model_world.teammate, session_id=session_id, prompt="first question")
     fake.chat_script = ["Fine."]
-    ask(agent_world, agent_world.teammate, session_id=session_id, prompt="second question")
+    ask(model_world, model_world.teammate, session_id=session_id, prompt="second question")
     first, second = sent(fake)
     assert [(m["role"], m["content"]) for m in first["messages"][1:]] == [
         ("user", "chat question"), ("assistant", "chat answer."), ("user", "first question"),

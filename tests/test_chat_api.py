@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,47 +20,8 @@ from django.test import Client
 from chat.models import ChatSession, Turn
 from knowledge import rag
 from tests.conftest import World
-from tests.fake_openai import FAIL_ALWAYS, FakeOpenAI, fake_openai_server
-
-SECRET_KEY_MARKER = "sk-quarry-test-secret-8c1f"
-UPLOAD_QUESTION = "How do editors upload files?"
-
-
-def write_catalog(path: Path, base_url: str, *, models: dict[str, Any] | None = None, num_retries: int = 0) -> Path:
-    """A catalog whose default model ``chat`` is the fake server's ``answer`` model (or ``models``)."""
-    models = models or {"chat": {"deployments": [{"model": "openai/answer", "api_base": base_url, "api_key": SECRET_KEY_MARKER}]}}
-    path.write_text(json.dumps({"default_model": "chat", "router": {"num_retries": num_retries}, "models": models}))
-    return path  # JSON is YAML
-
-
-def deployment(base_url: str, name: str) -> dict[str, str]:
-    return {"model": f"openai/{name}", "api_base": base_url, "api_key": SECRET_KEY_MARKER}
-
-
-def index_world(world: World) -> None:
-    """acme and globex hold documents; they share a document id, never their text."""
-    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([
-        rag.RAGDocument("guide", "Editors upload files in the admin. Uploads are processed in the background by workers.",
-                        title="Uploading"),
-        rag.RAGDocument("modes", "Keyword search uses BM25 while semantic search compares embeddings.", title="Search modes"),
-    ])
-    async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)(
-        [rag.RAGDocument("guide", "Globex confidential: quarterly upload numbers for the board.")]
-    )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with fake_openai_server() as server:
-        yield server
-
-
-@pytest.fixture
-def chat_world(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> World:
-    index_world(world)
-    settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
-    return world
-
+from tests.chat_support import SECRET_KEY_MARKER, UPLOAD_QUESTION, deployment, write_catalog
+from tests.fake_openai import FAIL_ALWAYS, FakeOpenAI
 
 def new_session(world: World, user: Any) -> str:
     response = world.client(user).post("/v1/chat/sessions", {}, format="json")
@@ -81,24 +41,24 @@ async def drain(response: Any) -> str:
 # --- sessions --------------------------------------------------------------------------------
 
 
-def test_reader_creates_a_session_with_a_greeting(chat_world: World) -> None:
-    response = chat_world.client(chat_world.teammate).post("/v1/chat/sessions", {"tenant": "acme"}, format="json")
+def test_reader_creates_a_session_with_a_greeting(model_world: World) -> None:
+    response = model_world.client(model_world.teammate).post("/v1/chat/sessions", {"tenant": "acme"}, format="json")
     assert response.status_code == 201
     body = response.json()
     assert set(body) == {"session_id", "greeting"} and body["session_id"].startswith("session-")
     assert "acme" in body["greeting"]
     assert response["Cache-Control"] == "no-store"
     session = ChatSession.objects.get(public_id=body["session_id"])
-    assert session.tenant == chat_world.acme and session.principal == f"user:{chat_world.teammate.pk}"
+    assert session.tenant == model_world.acme and session.principal == f"user:{model_world.teammate.pk}"
 
 
-def test_outsider_cannot_create_a_session_in_our_tenant(chat_world: World) -> None:
-    response = chat_world.client(chat_world.outsider).post("/v1/chat/sessions", {"tenant": "acme"}, format="json")
+def test_outsider_cannot_create_a_session_in_our_tenant(model_world: World) -> None:
+    response = model_world.client(model_world.outsider).post("/v1/chat/sessions", {"tenant": "acme"}, format="json")
     assert response.status_code == 404 and response.json()["error"] == "tenant_not_found"
     assert not ChatSession.objects.exists()
 
 
-def test_anonymous_session_and_completion_are_401(chat_world: World) -> None:
+def test_anonymous_session_and_completion_are_401(model_world: World) -> None:
     from rest_framework.test import APIClient
 
     assert APIClient().post("/v1/chat/sessions", {}, format="json").status_code == 401
@@ -111,9 +71,9 @@ def test_anonymous_session_and_completion_are_401(chat_world: World) -> None:
 # --- completions: the envelope, citations, grounding --------------------------------------------
 
 
-def test_completion_envelope_citations_and_stored_turns(chat_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
-    response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+def test_completion_envelope_citations_and_stored_turns(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
+    response = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 200, response.content
     assert response["Cache-Control"] == "no-store"
     body = response.json()
@@ -145,19 +105,19 @@ def test_completion_envelope_citations_and_stored_turns(chat_world: World, fake:
     ]
 
 
-def test_nothing_relevant_means_no_citations_and_an_empty_passage_list(chat_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
-    body = complete(chat_world, chat_world.teammate, session_id=session_id, prompt="Who won the 1998 world cup?").json()
+def test_nothing_relevant_means_no_citations_and_an_empty_passage_list(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
+    body = complete(model_world, model_world.teammate, session_id=session_id, prompt="Who won the 1998 world cup?").json()
     assert body["citations"] == []
     assert "(No passages were found for this question.)" in fake.received("/v1/chat/completions")[-1].json["messages"][0]["content"]
 
 
-def test_the_last_two_turns_go_into_the_prompt_oldest_first(chat_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
+def test_the_last_two_turns_go_into_the_prompt_oldest_first(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
     replies = iter(["First answer [1].", "Second answer [1].", "Third answer."])
     fake.chat_reply = lambda messages: next(replies)
     for prompt in ("first question about uploads", "second question about search", "third question"):
-        assert complete(chat_world, chat_world.teammate, session_id=session_id, prompt=prompt).status_code == 200
+        assert complete(model_world, model_world.teammate, session_id=session_id, prompt=prompt).status_code == 200
     requests = fake.received("/v1/chat/completions")
     assert [m["role"] for m in requests[0].json["messages"]] == ["system", "user"]
     assert [(m["role"], m["content"]) for m in requests[2].json["messages"][1:]] == [
@@ -168,58 +128,58 @@ def test_the_last_two_turns_go_into_the_prompt_oldest_first(chat_world: World, f
     assert Turn.objects.filter(session__public_id=session_id).count() == 6
 
 
-def test_memory_is_never_indexed_for_retrieval(chat_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
+def test_memory_is_never_indexed_for_retrieval(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
     fake.chat_reply = "Platypus-4471 is the answer [1]."
-    complete(chat_world, chat_world.teammate, session_id=session_id, prompt="Tell me about platypus-4471 uploads")
+    complete(model_world, model_world.teammate, session_id=session_id, prompt="Tell me about platypus-4471 uploads")
     hits = async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").search)("platypus-4471", mode="keyword")
     assert hits == []
 
 
-def test_graph_search_only_adds_a_diagnostic(chat_world: World, settings: Any) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
-    body = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
+def test_graph_search_only_adds_a_diagnostic(model_world: World, settings: Any) -> None:
+    session_id = new_session(model_world, model_world.teammate)
+    body = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
     assert body["graph_search"]["requested"] is True and body["graph_search"]["used"] is False
     assert "No knowledge graph exists yet" in body["graph_search"]["detail"]
     assert [c["chunk_id"] for c in body["citations"]] == ["guide:0"]
     settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = True
-    assert "graph_search" not in complete(chat_world, chat_world.teammate, session_id=session_id, prompt="x y z upload",
+    assert "graph_search" not in complete(model_world, model_world.teammate, session_id=session_id, prompt="x y z upload",
                                           graph_search=False).json()
 
 
 # --- access ---------------------------------------------------------------------------------------
 
 
-def test_outsider_gets_404_for_our_session(chat_world: World, fake: FakeOpenAI) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
-    own_tenant = complete(chat_world, chat_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION)
+def test_outsider_gets_404_for_our_session(model_world: World, fake: FakeOpenAI) -> None:
+    session_id = new_session(model_world, model_world.teammate)
+    own_tenant = complete(model_world, model_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert own_tenant.status_code == 404 and own_tenant.json() == {"error": "not_found", "detail": "Not found."}
-    named = complete(chat_world, chat_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION, tenant="acme")
+    named = complete(model_world, model_world.outsider, session_id=session_id, prompt=UPLOAD_QUESTION, tenant="acme")
     assert named.status_code == 404 and named.json()["error"] == "tenant_not_found"
     assert fake.received("/v1/chat/completions") == [] and not Turn.objects.exists()
 
 
-def test_a_teammate_cannot_use_another_members_session(chat_world: World) -> None:
-    session_id = new_session(chat_world, chat_world.owner)
-    response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+def test_a_teammate_cannot_use_another_members_session(model_world: World) -> None:
+    session_id = new_session(model_world, model_world.owner)
+    response = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 404
-    assert complete(chat_world, chat_world.owner, session_id=session_id, prompt=UPLOAD_QUESTION).status_code == 200
+    assert complete(model_world, model_world.owner, session_id=session_id, prompt=UPLOAD_QUESTION).status_code == 200
 
 
-def test_unknown_session_is_404(chat_world: World) -> None:
-    response = complete(chat_world, chat_world.teammate, session_id="session-doesnotexist", prompt="hello")
+def test_unknown_session_is_404(model_world: World) -> None:
+    response = complete(model_world, model_world.teammate, session_id="session-doesnotexist", prompt="hello")
     assert response.status_code == 404
 
 
-def test_browser_session_needs_a_csrf_token(chat_world: World) -> None:
-    session_id = new_session(chat_world, chat_world.teammate)
+def test_browser_session_needs_a_csrf_token(model_world: World) -> None:
+    session_id = new_session(model_world, model_world.teammate)
     browser = Client(enforce_csrf_checks=True)
-    browser.force_login(chat_world.teammate)
+    browser.force_login(model_world.teammate)
     refused = browser.post("/v1/chat/completions", {"session_id": session_id, "prompt": "hi", "tenant": "acme"},
                            content_type="application/json")
     assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
     browser = Client()  # the same rules as every DRF view: with the token check off, the session works
-    browser.force_login(chat_world.teammate)
+    browser.force_login(model_world.teammate)
     ok = browser.post("/v1/chat/completions", {"session_id": session_id, "prompt": UPLOAD_QUESTION, "tenant": "acme"},
                       content_type="application/json")
     assert ok.status_code == 200, ok.content
@@ -259,20 +219,20 @@ def test_malformed_json_is_400_and_get_is_405(world: World) -> None:
 # --- retries, fallbacks, failures -----------------------------------------------------------------
 
 
-def test_retry_count_when_the_first_call_fails(chat_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
+def test_retry_count_when_the_first_call_fails(model_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
     models = {"chat": {"deployments": [deployment(fake.base_url, "flaky")]}}
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "retry.yaml", fake.base_url, models=models, num_retries=1)
     fake.chat_failures = {"flaky": 1}
-    body = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt=UPLOAD_QUESTION).json()
+    body = complete(model_world, model_world.teammate, session_id=new_session(model_world, model_world.teammate), prompt=UPLOAD_QUESTION).json()
     assert (body["retry_count"], body["fallback_count"], body["provider_model"]) == (1, 0, "flaky")
     assert [r.json["model"] for r in fake.received("/v1/chat/completions")] == ["flaky", "flaky"]
 
 
-def test_first_deployment_fails_second_answers(chat_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
+def test_first_deployment_fails_second_answers(model_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
     models = {"chat": {"deployments": [deployment(fake.base_url, "first"), deployment(fake.base_url, "second")]}}
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "fallback.yaml", fake.base_url, models=models, num_retries=1)
     fake.chat_failures = {"first": FAIL_ALWAYS}
-    body = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt=UPLOAD_QUESTION).json()
+    body = complete(model_world, model_world.teammate, session_id=new_session(model_world, model_world.teammate), prompt=UPLOAD_QUESTION).json()
     # The first deployment is tried and retried once, then the second answers.
     assert [r.json["model"] for r in fake.received("/v1/chat/completions")] == ["first", "first", "second"]
     assert (body["retry_count"], body["fallback_count"]) == (1, 1)
@@ -280,24 +240,24 @@ def test_first_deployment_fails_second_answers(chat_world: World, fake: FakeOpen
     assert body["message"]["content"] == "The fake model answers from the passages [1]."
 
 
-def test_fallback_to_another_catalog_model(chat_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
+def test_fallback_to_another_catalog_model(model_world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> None:
     models = {
         "chat": {"deployments": [deployment(fake.base_url, "broken")], "fallbacks": ["backup"]},
         "backup": {"deployments": [deployment(fake.base_url, "good")]},
     }
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "groups.yaml", fake.base_url, models=models)
     fake.chat_failures = {"broken": FAIL_ALWAYS}
-    body = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt=UPLOAD_QUESTION).json()
+    body = complete(model_world, model_world.teammate, session_id=new_session(model_world, model_world.teammate), prompt=UPLOAD_QUESTION).json()
     assert (body["model"], body["provider_model"], body["retry_count"], body["fallback_count"]) == ("backup", "good", 0, 1)
 
 
 def test_model_failure_is_a_503_without_provider_text_or_stored_turns(
-    chat_world: World, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+    model_world: World, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.chat_failures = {"answer": FAIL_ALWAYS}
-    session_id = new_session(chat_world, chat_world.teammate)
+    session_id = new_session(model_world, model_world.teammate)
     with caplog.at_level(logging.DEBUG):
-        response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+        response = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 503
     assert response.json() == {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly."}
     assert response["Retry-After"] == "5" and response["Cache-Control"] == "no-store"
@@ -306,34 +266,34 @@ def test_model_failure_is_a_503_without_provider_text_or_stored_turns(
     assert "chat model unavailable in tenant acme: model 'chat': InternalServerError, status 500" in caplog.text
 
 
-def test_an_unreachable_model_is_a_503(chat_world: World, tmp_path: Path, settings: Any) -> None:
+def test_an_unreachable_model_is_a_503(model_world: World, tmp_path: Path, settings: Any) -> None:
     models = {"chat": {"deployments": [deployment("http://127.0.0.1:9/v1", "nobody")]}}
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "dead.yaml", "", models=models)
-    response = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt="hi there")
+    response = complete(model_world, model_world.teammate, session_id=new_session(model_world, model_world.teammate), prompt="hi there")
     assert response.status_code == 503 and response.json()["error"] == "model_unavailable"
 
 
-def test_retrieval_failure_is_a_503(chat_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_retrieval_failure_is_a_503(model_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     from knowledge.rag.backends.postgres import PostgresBackend
 
-    session_id = new_session(chat_world, chat_world.teammate)
+    session_id = new_session(model_world, model_world.teammate)
 
     def database_gone(self: object, query: object) -> None:
         raise OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(PostgresBackend, "_search", database_gone)  # the datastore, mid-request
-    response = complete(chat_world, chat_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
+    response = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 503
     assert response.json() == {"error": "retrieval_unavailable", "detail": "Searching the knowledge base failed. Try again shortly."}
     assert fake.received("/v1/chat/completions") == []
 
 
-def test_an_invalid_catalog_is_a_503_and_logged_by_key(chat_world: World, tmp_path: Path, settings: Any,
+def test_an_invalid_catalog_is_a_503_and_logged_by_key(model_world: World, tmp_path: Path, settings: Any,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("models:\n  chat:\n    deployments:\n      - model: openai/x\n        colour: blue\n")
     settings.QUARRY_MODEL_CONFIG_PATH = bad
-    response = complete(chat_world, chat_world.teammate, session_id=new_session(chat_world, chat_world.teammate), prompt="hi")
+    response = complete(model_world, model_world.teammate, session_id=new_session(model_world, model_world.teammate), prompt="hi")
     assert response.status_code == 503 and response.json()["error"] == "model_unavailable"
     assert "models.chat.deployments[0].colour: unknown key" in caplog.text
 

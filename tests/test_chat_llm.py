@@ -20,7 +20,7 @@ from chat.models import ChatSession, Turn
 from chat.prompting import TEMPLATES, UnknownTemplate, build_messages, template_text
 from knowledge import rag
 from tests.conftest import World
-from tests.test_chat_api import UPLOAD_QUESTION, index_world
+from tests.chat_support import UPLOAD_QUESTION, index_world
 
 SHIPPED = Path(__file__).resolve().parent.parent / "config" / "models.yaml"
 

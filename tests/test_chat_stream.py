@@ -24,7 +24,7 @@ from tests.conftest import World
 from tests.fake_openai import FAIL_ALWAYS, FakeOpenAI, fake_openai_server
 from tests.factories import make_token
 from tests.servers import asgi_server, child_env, read_log, wait_for
-from tests.test_chat_api import UPLOAD_QUESTION, deployment, index_world
+from tests.chat_support import UPLOAD_QUESTION, deployment, index_world
 
 LOG = "uvicorn-chat"
 pytestmark = pytest.mark.django_db(transaction=True)

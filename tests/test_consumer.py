@@ -27,7 +27,7 @@ from chat.services import chat_session_create
 from config.asgi import application
 from tests.conftest import World
 from tests.fake_openai import FAIL_ALWAYS, FakeOpenAI, fake_openai_server
-from tests.test_chat_api import UPLOAD_QUESTION, deployment, index_world, write_catalog
+from tests.chat_support import UPLOAD_QUESTION, deployment, index_world, write_catalog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
