@@ -232,18 +232,12 @@ def document_text_save(
     _check_title_uri(title, uri)
     with transaction.atomic():
         document = _lock_or_create(tenant, external_id)
-        _forget_source_on_commit(document)
-        document.source_text = text.replace("\x00", "")
-        document.source_file = ""
-        document.source_name = ""
-        document.source_content_type = ""
-        document.source_size = 0
+        changed = _use_text_source(document, text)
         document.title = title
         document.uri = uri
         if checked_metadata is not None:
             document.metadata = checked_metadata
-        document.save(update_fields=["source_text", "source_file", "source_name", "source_content_type", "source_size",
-                                     "title", "uri", "metadata"])
+        document.save(update_fields=[*changed, "title", "uri", "metadata"])
         _request_processing([document.pk], actor=actor)
     return _reload([document])[0]
 
@@ -283,13 +277,7 @@ def document_update(
                 current.source_text = ""
                 changed += ["source_file", "source_name", "source_content_type", "source_size", "source_text"]
             elif text is not None and text != (current.source_text or current.text):
-                _forget_source_on_commit(current)
-                current.source_text = text.replace("\x00", "")
-                current.source_file = ""
-                current.source_name = ""
-                current.source_content_type = ""
-                current.source_size = 0
-                changed += ["source_text", "source_file", "source_name", "source_content_type", "source_size"]
+                changed += _use_text_source(current, text)
             if not changed:
                 return False
             current.save(update_fields=sorted(set(changed)))
@@ -645,6 +633,18 @@ def _store_upload(tenant: Tenant, upload: UploadedFile) -> str:
     folder = timezone.now().strftime(f"uploads/{tenant.slug}/%Y/%m")
     upload.seek(0)
     return default_storage.save(f"{folder}/{uuid.uuid4().hex[:12]}-{name}", upload)
+
+
+def _use_text_source(document: Document, text: str) -> list[str]:
+    """Make pasted ``text`` the document's source, dropping any stored file once the transaction
+    commits; returns the fields set (the caller saves them)."""
+    _forget_source_on_commit(document)
+    document.source_text = text.replace("\x00", "")
+    document.source_file = ""
+    document.source_name = ""
+    document.source_content_type = ""
+    document.source_size = 0
+    return ["source_text", "source_file", "source_name", "source_content_type", "source_size"]
 
 
 def _forget_source_on_commit(document: Document) -> None:
