@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,13 +28,16 @@ from tests.servers import postgres_available
 # plain-SQL path is exercised exactly like the pgvector one.
 STOCK_DATABASE_URL = os.environ.get("QUARRY_STOCK_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 STOCK_AVAILABLE = postgres_available(STOCK_DATABASE_URL)
+# The stock server is shared by every checkout on the machine: a name per checkout keeps two
+# test runs (two clones, two worktrees) from creating and dropping each other's database.
+STOCK_TEST_DATABASE = "test_quarry_stock_" + hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:8]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if STOCK_AVAILABLE:
         # Django's ConnectionHandler already holds (and shares) settings.DATABASES with its
         # defaults filled in; fill them for the new alias the same way before adding it.
-        stock = {**dj_database_url.parse(STOCK_DATABASE_URL), "TEST": {"NAME": "test_quarry_stock"}}
+        stock = {**dj_database_url.parse(STOCK_DATABASE_URL), "TEST": {"NAME": STOCK_TEST_DATABASE}}
         settings.DATABASES["stock"] = connections.configure_settings({"default": stock})["default"]
 
 
