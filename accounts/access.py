@@ -1,9 +1,14 @@
-"""Tenant resolution and the one access helper for objects by id.
+"""THE tenant resolution, for every way in, and the one access helper for objects by id.
 
-The tenant is resolved once per request, right after authentication, into a
-``TenantContext``; everything downstream takes that context (or its tenant)
-and never looks at the request again. Objects of another tenant are 404,
-never 403: a caller cannot even learn that they exist.
+The tenant is resolved once per request (or message, or command), right after
+authentication, into a ``TenantContext``; everything downstream takes that context
+(or its tenant) and never looks at the request again. Objects of another tenant are
+404, never 403: a caller cannot even learn that they exist.
+
+- API (DRF views): ``resolve_tenant_context(request)``.
+- Pages: ``page_tenant(request)``; WebSocket messages: ``tenant_context_for_user``.
+- Admin: ``editable_tenants(request)``.
+- Management commands: ``cli_context``.
 """
 
 from __future__ import annotations
@@ -13,13 +18,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
+from django.http import Http404, HttpRequest
 from rest_framework import exceptions
 from rest_framework.request import Request
 
 from accounts.models import TENANT_SLUG_RE, ApiToken, Role, Tenant
-from accounts.selectors import membership_role, tenant_get
+from accounts.selectors import membership_role, tenant_get, tenants_for_user
 
 M = TypeVar("M", bound=models.Model)
 
@@ -34,10 +41,14 @@ class TenantContext:
     role: Role
     user: AbstractBaseUser | AnonymousUser
     token: ApiToken | None = None
+    # A principal that is no user: the shell's "cli" (``cli_context``).
+    acting_as: str | None = None
 
     @property
     def principal(self) -> str:
         """A stable name for the caller, used to key per-caller state such as chat sessions."""
+        if self.acting_as:
+            return self.acting_as
         if self.user.is_authenticated:
             return f"user:{self.user.pk}"
         return "anonymous"
@@ -112,3 +123,100 @@ def get_for_tenant(queryset: models.QuerySet[M], *, tenant: Tenant, **lookup: An
     if obj is None:
         raise exceptions.NotFound()
     return obj
+
+
+# --- Signed-in browser users: pages and the WebSocket ---------------------------------------------
+
+# The tenant a user last switched to, kept in their session.
+SESSION_TENANT_KEY = "quarry_tenant"
+
+
+def tenant_context_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str | None) -> TenantContext | None:
+    """The signed-in ``user``'s context in tenant ``slug`` (``DEFAULT`` when None), or None.
+
+    The HTTP API's rule for session users: None when the user is anonymous or inactive,
+    the slug is malformed or unknown, or the user holds no role there (superusers are
+    admins everywhere). Transports turn None into a 404 or a ``tenant_not_found`` event.
+    """
+    if not user.is_authenticated:
+        return None
+    slug = slug or settings.QUARRY_DEFAULT_TENANT
+    if not isinstance(slug, str) or not _SLUG.match(slug):
+        return None
+    tenant = tenant_get(slug=slug)
+    role = membership_role(user=user, tenant=tenant) if tenant is not None else None
+    if tenant is None or role is None or Role.rank(role) < Role.rank(Role.READER):
+        return None
+    return TenantContext(tenant=tenant, role=role, user=user)
+
+
+class NoTenant(Exception):
+    """The user belongs to no tenant: there is nothing they may read."""
+
+
+def page_tenant(request: HttpRequest) -> TenantContext:
+    """The tenant a page works in.
+
+    ``tenant`` in the query string or form wins (404 unless the user is a
+    member: links carry it, so a page keeps its tenant when another tab switches). Otherwise
+    the tenant the user last switched to, then ``DEFAULT`` (the API's default), then their
+    first. ``NoTenant`` when they belong to none.
+    """
+    explicit = request.GET.get("tenant") or request.POST.get("tenant")
+    if explicit:
+        ctx = tenant_context_for_user(user=request.user, slug=explicit)
+        if ctx is None:
+            raise Http404("Tenant not found.")
+        return ctx
+    for slug in (request.session.get(SESSION_TENANT_KEY), None):
+        ctx = tenant_context_for_user(user=request.user, slug=slug)
+        if ctx is not None:
+            return ctx
+    for tenant in tenants_for_user(user=request.user):  # type: ignore[arg-type]
+        ctx = tenant_context_for_user(user=request.user, slug=tenant.slug)
+        if ctx is not None:
+            return ctx
+    raise NoTenant
+
+
+# --- The admin --------------------------------------------------------------------------------
+
+
+def editable_tenants(request: HttpRequest) -> list[Tenant]:
+    """Tenants the staff user may edit in the admin (every tenant for superusers), once per request.
+
+    Access follows tenant roles (editor or admin), not Django's per-model permissions.
+    """
+    cached = getattr(request, "_quarry_editable_tenants", None)
+    if cached is None:
+        user = request.user
+        cached = tenants_for_user(user=user, min_role=Role.EDITOR) if user.is_active and user.is_staff else []  # type: ignore[arg-type]
+        request._quarry_editable_tenants = cached  # type: ignore[attr-defined]
+    return cached
+
+
+# --- Management commands ------------------------------------------------------------------------
+
+CLI_PRINCIPAL = "cli"
+
+
+class CliAccessError(Exception):
+    """A command named a tenant that does not exist, or a user who is no member of it."""
+
+
+def cli_context(*, tenant_slug: str, username: str | None = None) -> TenantContext:
+    """The shell's context in ``tenant_slug``: the ``cli`` principal with the admin role (whoever
+    has the shell runs the server), or ``username``, a member, with their own role.
+
+    Raises ``CliAccessError`` with a sentence for the terminal.
+    """
+    tenant = tenant_get(slug=tenant_slug) if isinstance(tenant_slug, str) and _SLUG.match(tenant_slug) else None
+    if tenant is None:
+        raise CliAccessError(f"tenant {tenant_slug!r} does not exist; create it with `manage.py create_tenant {tenant_slug}`")
+    if username is None:
+        return TenantContext(tenant=tenant, role=Role.ADMIN, user=AnonymousUser(), acting_as=CLI_PRINCIPAL)
+    user = get_user_model().objects.filter(username=username).first()
+    role = membership_role(user=user, tenant=tenant) if user is not None else None
+    if user is None or role is None:
+        raise CliAccessError(f"{username!r} is not a member of tenant {tenant.slug}.")
+    return TenantContext(tenant=tenant, role=role, user=user)

@@ -118,7 +118,7 @@ def index_perturbed_corpus(tenant_slug: str, count: int, base_count: int, *, see
     from django.db import connection
 
     from knowledge import rag
-    from knowledge.indexer import backlog_index
+    from knowledge.services.indexing import backlog_index
     from knowledge.rag.embedding import LOCAL_MODEL_ID
 
     texts = passages(count, words_per=120, seed=seed)

@@ -71,7 +71,7 @@ def main() -> None:
     from django.db import connection
 
     from knowledge import rag
-    from knowledge.indexer import backlog_index
+    from knowledge.services.indexing import backlog_index
 
     result: dict[str, object] = {"benchmark": "ingest", "database": connection.settings_dict["HOST"] or "localhost"}
     texts = passages(args.chunks, words_per=150, seed=1)  # ~1,000 characters: one chunk per document

@@ -104,7 +104,7 @@ def main() -> None:
     from django.db import connection
 
     from knowledge import rag
-    from knowledge.indexer import backlog_index
+    from knowledge.services.indexing import backlog_index
     from knowledge.rag.backends.postgres import PostgresBackend
     from knowledge.rag.fusion import rrf
 

@@ -47,13 +47,13 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from django.db import DatabaseError
 
-from accounts.access import TenantContext
+from accounts.access import TenantContext, tenant_context_for_user
 from chat.agent import agent_stream
 from chat.events import ChatEvent
 from chat.models import ChatSession, SessionKind
 from chat.pipeline import answer_stream
 from chat.services import chat_session_create
-from chat.webchat import chat_session_for, chat_transcript, tenant_context_for_user
+from chat.selectors import chat_session_find, chat_transcript
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def _create_session(ctx: TenantContext, kind: str) -> ChatSession:
     return chat_session_create(tenant=ctx.tenant, principal=ctx.principal, kind=kind)
 
 
-_find_session = database_sync_to_async(chat_session_for)
+_find_session = database_sync_to_async(chat_session_find)
 _transcript = database_sync_to_async(chat_transcript)
 
 
@@ -198,7 +198,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Refused("agent_unavailable")
         ctx = await self._tenant(message.get("tenant"))
         created = session_id is None
-        session = await _create_session(ctx, mode) if created else await _find_session(ctx=ctx, session_id=session_id, kind=mode)
+        session = await _create_session(ctx, mode) if created else await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=session_id, kind=mode)
         if session is None:
             raise Refused("not_found")
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
@@ -213,7 +213,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _history(self, message: dict[str, Any], request_id: str | None) -> None:
         ctx = await self._tenant(message.get("tenant"))
-        session = await _find_session(ctx=ctx, session_id=message.get("session_id"))
+        session = await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=message.get("session_id"))
         if session is None:
             raise Refused("not_found")
         await self._send("history", await _transcript(session=session), request_id)

@@ -30,7 +30,6 @@ from chat.prompting import build_messages
 from chat.selectors import chat_memory
 from chat.services import chat_exchange_record
 from knowledge import rag
-from knowledge.services import knowledge_service
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ async def retrieve(*, tenant: Any, prompt: str) -> list[rag.RAGHit]:
     cosine similarity reaches ``QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY``; semantic
     search always returns *something*, and unrelated passages make worse answers.
     """
-    service = knowledge_service(tenant=tenant)
+    service = rag.tenant_service(tenant.slug)
     limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
     mode = rag.SearchMode.HYBRID if service.embedder is not None else rag.SearchMode.KEYWORD
     try:

@@ -162,12 +162,18 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
-# --- Embeddings (knowledge.rag.embedding.build_embedder) ---------------------
-# "local": all-MiniLM-L6-v2 (int8 ONNX, shipped in a PyPI package, CPU);
-# "none": keyword search only; anything else: a litellm model name such as
+# --- The RAG providers (knowledge.rag.factory) ---------------------------------
+# Each is built once per process from {"CLASS": dotted path, "OPTIONS": {...}}, as Django
+# builds cache backends; tests point these settings at doubles of a provider's network.
+#
+# The embedder, from QUARRY_EMBEDDING_MODEL: "local" (all-MiniLM-L6-v2, int8 ONNX shipped in
+# a PyPI package, CPU), "none" (keyword search only), or a litellm model name such as
 # "openai/text-embedding-3-small", which then needs QUARRY_EMBEDDING_DIMENSION.
-# 0 means "unset": 32 per batch for the local model, 64 for a provider.
-QUARRY_EMBEDDING_MODEL = env_str("QUARRY_EMBEDDING_MODEL") or "local"
+# QUARRY_EMBEDDING_BATCH_SIZE 0 means the model's own default (32 local, 64 provider).
+LOCAL_EMBEDDERS: dict[str, tuple[str, int]] = {  # QUARRY_EMBEDDING_MODEL value -> (class, dimension)
+    "local": ("knowledge.rag.embedding.LocalEmbedder", 384),
+}
+QUARRY_EMBEDDING_MODEL = (env_str("QUARRY_EMBEDDING_MODEL") or "local").strip()
 QUARRY_EMBEDDING_DIMENSION = env_int("QUARRY_EMBEDDING_DIMENSION", 0, minimum=0, maximum=65536) or None
 QUARRY_EMBEDDING_BATCH_SIZE = env_int("QUARRY_EMBEDDING_BATCH_SIZE", 0, minimum=0, maximum=1000) or None
 QUARRY_EMBEDDING_API_BASE = env_str("QUARRY_EMBEDDING_API_BASE") or None
@@ -175,11 +181,47 @@ QUARRY_EMBEDDING_API_KEY = env_str("QUARRY_EMBEDDING_API_KEY") or None
 # Role prefixes for provider models trained with them (e5: "query: " / "passage: ").
 QUARRY_EMBEDDING_QUERY_PREFIX = env_str("QUARRY_EMBEDDING_QUERY_PREFIX") or ""
 QUARRY_EMBEDDING_DOCUMENT_PREFIX = env_str("QUARRY_EMBEDDING_DOCUMENT_PREFIX") or ""
-
-# --- Document pipeline (knowledge.pipeline, knowledge.tasks) ------------------------
+QUARRY_EMBEDDER: dict[str, object] | None
+if QUARRY_EMBEDDING_MODEL.lower() == "none":
+    QUARRY_EMBEDDER = None
+elif QUARRY_EMBEDDING_MODEL.lower() in LOCAL_EMBEDDERS:
+    _class, _dimension = LOCAL_EMBEDDERS[QUARRY_EMBEDDING_MODEL.lower()]
+    if QUARRY_EMBEDDING_DIMENSION not in (None, _dimension):
+        raise ImproperlyConfigured(
+            f"QUARRY_EMBEDDING_DIMENSION is {QUARRY_EMBEDDING_DIMENSION} but the local model returns {_dimension} dimensions"
+        )
+    QUARRY_EMBEDDER = {"CLASS": _class, "OPTIONS": {"batch_size": QUARRY_EMBEDDING_BATCH_SIZE} if QUARRY_EMBEDDING_BATCH_SIZE else {}}
+else:
+    if QUARRY_EMBEDDING_DIMENSION is None:
+        raise ImproperlyConfigured(
+            f"QUARRY_EMBEDDING_DIMENSION must be set for the provider embedding model {QUARRY_EMBEDDING_MODEL!r} "
+            "(the number of floats it returns per text)"
+        )
+    QUARRY_EMBEDDER = {
+        "CLASS": "knowledge.rag.embedding.LiteLLMEmbedder",
+        "OPTIONS": {
+            key: value for key, value in {
+                "model": QUARRY_EMBEDDING_MODEL, "dimension": QUARRY_EMBEDDING_DIMENSION,
+                "batch_size": QUARRY_EMBEDDING_BATCH_SIZE, "api_base": QUARRY_EMBEDDING_API_BASE,
+                "api_key": QUARRY_EMBEDDING_API_KEY, "query_prefix": QUARRY_EMBEDDING_QUERY_PREFIX,
+                "document_prefix": QUARRY_EMBEDDING_DOCUMENT_PREFIX,
+            }.items() if value not in (None, "")
+        },
+    }
 # Ingestions of more chunks than this store them at once and leave postings and HNSW
 # entries to the background indexer (search scores the backlog exactly meanwhile).
 QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)
+QUARRY_RAG_BACKEND: dict[str, object] = {
+    "CLASS": "knowledge.rag.backends.postgres.PostgresBackend",
+    "OPTIONS": {
+        "inline_index_max_chunks": QUARRY_INDEX_INLINE_MAX_CHUNKS,
+        # Called inside the transaction that left chunks un-indexed: queues the indexer on commit.
+        "on_backlog": "knowledge.services.indexing.enqueue",
+    },
+}
+QUARRY_CHUNKER: dict[str, object] = {"CLASS": "knowledge.rag.chunking.FixedSizeChunker", "OPTIONS": {}}
+
+# --- Document pipeline (knowledge.services, knowledge.tasks) ------------------------
 # Uploads over this many bytes fail at once with a reason, without being stored.
 QUARRY_UPLOAD_MAX_BYTES = env_int("QUARRY_UPLOAD_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 # A worker renews its lease on a document every third of this; a worker killed

@@ -36,5 +36,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", include((api_v1, "v1"))),
     # The end users' pages: "/" is the chat (sign-in first), plus search and documents.
-    path("", include("chat.urls_web")),
+    path("", include("accounts.urls")),
+    path("", include("knowledge.urls")),
+    path("", include("chat.urls")),
 ]

@@ -2,7 +2,7 @@
 
 Tenancy: superusers see everything; other staff see and change only documents of tenants
 where they are editors or admins, and can only choose those tenants; staff who are only
-readers get no access at all. Every write goes through ``knowledge.pipeline``; the pages
+readers get no access at all. Every write goes through ``knowledge.services``; the pages
 read through ``knowledge.selectors``. Counts come from ``Document.chunk_count``, never from
 scanning the chunk table.
 """
@@ -14,7 +14,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -25,25 +24,24 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from accounts.models import Role, Tenant
-from accounts.selectors import tenants_for_user
+from accounts.access import editable_tenants
 from knowledge import rag
 from knowledge.models import AuditEvent, Document, DocumentStatus
-from knowledge.pipeline import (
+from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
     document_delete_many,
     document_id_from_filename,
-    document_label,
     document_reindex,
     document_retry,
     document_text_save,
     document_update,
     document_upload_create,
 )
+from knowledge.forms import DocumentChangeForm, DocumentUploadForm, SearchForm, add_input_error
 from knowledge.rag import limits
-from knowledge.rag.types import check_filters, check_metadata
 from knowledge.selectors import chunk_search, document_chunk_rows, document_progress
+from knowledge.services import state
 
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 CHUNKS_PER_PAGE = 100
@@ -51,16 +49,6 @@ MAX_PROGRESS_IDS = 200
 
 
 # --- Tenancy ------------------------------------------------------------------------------------
-
-
-def editable_tenants(request: HttpRequest) -> list[Tenant]:
-    """Tenants the user may edit in the admin (every tenant for superusers), once per request."""
-    cached = getattr(request, "_quarry_editable_tenants", None)
-    if cached is None:
-        user = request.user
-        cached = tenants_for_user(user=user, min_role=Role.EDITOR) if user.is_active and user.is_staff else []  # type: ignore[arg-type]
-        request._quarry_editable_tenants = cached  # type: ignore[attr-defined]
-    return cached
 
 
 class TenantScopedAdmin(admin.ModelAdmin):
@@ -114,146 +102,6 @@ class TenantFilter(admin.SimpleListFilter):
         return queryset.filter(tenant_id=self.value()) if self.value() else queryset
 
 
-# --- Forms --------------------------------------------------------------------------------------
-
-
-class MultipleFileInput(forms.ClearableFileInput):
-    allow_multiple_selected = True
-
-
-class MultipleFileField(forms.FileField):
-    """One or many files; empty files pass (the pipeline fails them with a reason)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("widget", MultipleFileInput())
-        kwargs.setdefault("allow_empty_file", True)
-        super().__init__(*args, **kwargs)
-
-    def clean(self, data: Any, initial: Any = None) -> list[Any]:
-        if isinstance(data, (list, tuple)):
-            return [super(MultipleFileField, self).clean(item, initial) for item in data if item]
-        return [super().clean(data, initial)] if data else []
-
-
-def clean_metadata_value(value: Any) -> dict[str, object]:
-    """Metadata from a JSON form field: an object of scalar values (the RAG API's rule)."""
-    try:
-        return dict(check_metadata({} if value in (None, "") else value))
-    except (rag.RAGValidationError, rag.RAGTypeError) as exc:
-        raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
-
-
-METADATA_HELP = 'A JSON object of scalar values (text, numbers, true/false), e.g. {"team": "support", "year": 2025}.'
-
-
-def add_input_error(form: forms.Form, exc: DocumentInputError) -> None:
-    """Show a service's refusal on the form field it names (metadata.<x> on metadata)."""
-    field = exc.field.split(".", 1)[0].split(" ", 1)[0]
-    field = {"ids": "external_id"}.get(field, field)
-    if field in form.fields:
-        form.add_error(field, exc.message if field == exc.field else f"{exc.field}: {exc.message}")
-    else:
-        form.add_error(None, str(exc))
-
-
-class DocumentUploadForm(forms.Form):
-    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
-    files = MultipleFileField(required=False, help_text="One or many files: .txt, .md, .html, .pdf, .docx.")
-    text = forms.CharField(
-        required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
-        label="Or paste text", help_text="Instead of files: the text of one document.",
-    )
-    external_id = forms.CharField(
-        required=False, max_length=200, label="Document id",
-        help_text="Optional for a single document (default: the file name, or the title of pasted text). "
-        "An existing id gets a new version.",
-    )
-    title = forms.CharField(required=False, max_length=limits.MAX_TITLE_CHARS, help_text="Single document only; default: from the file.")
-    uri = forms.CharField(required=False, max_length=limits.MAX_URI_CHARS, label="URI", help_text="Single document only: where it lives.")
-    metadata = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}), help_text=METADATA_HELP)
-
-    def __init__(self, *args: Any, tenants: Sequence[Tenant], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = Tenant.objects.filter(pk__in=[t.pk for t in tenants])
-        if len(tenants) == 1:
-            self.fields["tenant"].initial = tenants[0]
-
-    def clean_metadata(self) -> dict[str, object]:
-        return clean_metadata_value(self.cleaned_data.get("metadata"))
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        files, text = data.get("files") or [], data.get("text") or ""
-        if files and text.strip():
-            raise forms.ValidationError("Upload files or paste text, not both.")
-        if not files and not text.strip():
-            raise forms.ValidationError("Choose at least one file, or paste some text.")
-        if len(files) > 1:
-            for field in ("external_id", "title", "uri"):
-                if data.get(field):
-                    self.add_error(field, "Applies to a single document; with several files each takes its id and title from the file.")
-        if text.strip() and not (data.get("external_id") or data.get("title")):
-            self.add_error("external_id", "Give pasted text a document id or a title.")
-        return data
-
-
-class DocumentChangeForm(forms.ModelForm):
-    text = forms.CharField(
-        required=False, strip=False, widget=forms.Textarea(attrs={"rows": 12, "class": "vLargeTextField"}),
-        help_text="The document's text. Saving a change queues a new version.",
-    )
-    replace_file = forms.FileField(required=False, allow_empty_file=True, help_text="Upload a new version of the file.")
-
-    class Meta:
-        model = Document
-        fields = ["title", "uri", "metadata"]
-        widgets = {"metadata": forms.Textarea(attrs={"rows": 3})}
-        help_texts = {"metadata": METADATA_HELP}
-        labels = {"uri": "URI"}
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        document = self.instance
-        if document.pk and document.source_file:
-            del self.fields["text"]  # its source is a file: replace the file instead
-        else:
-            self.fields["text"].initial = document.source_text or document.text
-
-    def clean_metadata(self) -> dict[str, object]:
-        return clean_metadata_value(self.cleaned_data.get("metadata"))
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if "text" in self.fields and not data.get("replace_file") and not (data.get("text") or "").strip():
-            self.add_error("text", "The text must not be empty.")
-        return data
-
-
-class SearchForm(forms.Form):
-    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
-    query = forms.CharField(max_length=limits.MAX_QUERY_CHARS, strip=False, widget=forms.TextInput(attrs={"size": 60}))
-    mode = forms.ChoiceField(choices=[(m.value, m.value) for m in rag.SearchMode], initial=rag.SearchMode.HYBRID.value)
-    limit = forms.IntegerField(min_value=1, max_value=limits.MAX_LIMIT, initial=10)
-    filters = forms.JSONField(
-        required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 2}),
-        help_text='Metadata filters, e.g. {"team": "support", "year": [2024, 2025]}: equality, or any of a list.',
-    )
-    min_score = forms.FloatField(required=False, help_text="Drop hits scored below this.")
-
-    def __init__(self, *args: Any, tenants: Sequence[Tenant], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = Tenant.objects.filter(pk__in=[t.pk for t in tenants])
-        if tenants:
-            self.fields["tenant"].initial = tenants[0]
-
-    def clean_filters(self) -> dict[str, object]:
-        value = self.cleaned_data.get("filters")
-        try:
-            return dict(check_filters({} if value in (None, "") else value))
-        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
-            raise forms.ValidationError(f"{exc.field}: {exc.message}") from None
-
-
 # --- Documents ----------------------------------------------------------------------------------
 
 
@@ -290,7 +138,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Document", ordering="external_id")
     def label(self, obj: Document) -> str:
-        return document_label(obj) if document_label(obj) == obj.external_id else f"{document_label(obj)} ({obj.external_id})"
+        return state.document_label(obj) if state.document_label(obj) == obj.external_id else f"{state.document_label(obj)} ({obj.external_id})"
 
     @admin.display(description="Status", ordering="status")
     def status_progress(self, obj: Document) -> str:
@@ -363,14 +211,14 @@ class DocumentAdmin(TenantScopedAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts, "title": "Upload documents", "form": form,
-            "max_bytes": _size(settings.QUARRY_UPLOAD_MAX_BYTES), "has_view_permission": True,
+            "max_bytes": limits.describe_bytes(settings.QUARRY_UPLOAD_MAX_BYTES), "has_view_permission": True,
         }
         return TemplateResponse(request, "admin/knowledge/document/upload.html", context)
 
     def _report_upload(self, request: HttpRequest, documents: Sequence[Document]) -> None:
         queued = [d for d in documents if d.status != DocumentStatus.FAILED]
         if queued:
-            names = ", ".join(document_label(d) for d in queued[:10]) + ("…" if len(queued) > 10 else "")
+            names = ", ".join(state.document_label(d) for d in queued[:10]) + ("…" if len(queued) > 10 else "")
             self.message_user(request, f"Queued {len(queued)} document{'s' if len(queued) != 1 else ''} for processing: {names}. "
                               "The list below updates while they are processed.", messages.SUCCESS)
         for document in documents:
@@ -385,7 +233,7 @@ class DocumentAdmin(TenantScopedAdmin):
         )
         obj.refresh_from_db()
         if queued:
-            self.message_user(request, f"A new version of {document_label(obj)} is queued for processing.", messages.INFO)
+            self.message_user(request, f"A new version of {state.document_label(obj)} is queued for processing.", messages.INFO)
         elif obj.status == DocumentStatus.FAILED and data.get("replace_file"):
             self.message_user(request, obj.error, messages.ERROR)
 
@@ -393,7 +241,7 @@ class DocumentAdmin(TenantScopedAdmin):
         # Django would collect every chunk to list it; the counts are already on the documents.
         documents = list(objs)
         chunk_total = sum(d.chunk_count for d in documents)
-        listed = [f"{document_label(d)} ({d.chunk_count} chunks)" for d in documents]
+        listed = [f"{state.document_label(d)} ({d.chunk_count} chunks)" for d in documents]
         return listed, {"documents": len(documents), "chunks": chunk_total}, set(), []
 
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
@@ -488,7 +336,7 @@ class DocumentAdmin(TenantScopedAdmin):
         rows = list(document_chunk_rows(tenant=document.tenant, document=document)[start : start + CHUNKS_PER_PAGE])
         context = {
             **self.admin_site.each_context(request),
-            "opts": self.opts, "title": f"Chunks of {document_label(document)}", "document": document, "rows": rows,
+            "opts": self.opts, "title": f"Chunks of {state.document_label(document)}", "document": document, "rows": rows,
             "page": page, "pages": pages, "has_view_permission": True,
             "previous_page": page - 1 if page > 1 else None, "next_page": page + 1 if page < pages else None,
         }
@@ -565,11 +413,3 @@ class AuditEventAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-
-# --- helpers --------------------------------------------------------------------------------------
-
-
-def _size(n: int) -> str:
-    mb = 1024 * 1024
-    return f"{n / mb:g} MB" if n >= mb else f"{n:,} bytes"

@@ -16,7 +16,7 @@ from accounts.access import TenantContext, get_for_tenant, resolve_tenant_contex
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
-from knowledge.pipeline import DocumentInputError, document_delete_many, document_upload_create, documents_ingest
+from knowledge.services.documents import DocumentInputError, document_delete_many, document_ingest, document_upload_create
 from knowledge.rag import limits
 from knowledge.selectors import chunk_fetch, chunk_search, document_list
 
@@ -229,7 +229,7 @@ class DocumentListApi(_ReadOrEdit):
                 leaf = exc.field.split("].", 1)[1] if exc.field.startswith("documents[") else exc.field
                 raise exceptions.ValidationError({f"documents[{index}].{leaf}": [exc.message]}) from None
         try:
-            chunks = documents_ingest(tenant=ctx.tenant, documents=documents, actor=_actor(ctx))
+            chunks = document_ingest(tenant=ctx.tenant, documents=documents, actor=_actor(ctx))
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
         return Response({"chunks": chunks, "document_ids": [d.id for d in documents]})

@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync
 
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.services import knowledge_service
+from knowledge.services.documents import document_ingest
 
 
 @dataclass(frozen=True)
@@ -60,14 +60,13 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 def ingest_beir_corpus(*, tenant: Tenant, corpus: Path, batch_size: int = 100, progress: Callable[[int], object] | None = None) -> tuple[int, int]:
     """Index every corpus.jsonl record (``_id``, ``title``, ``text``); returns (documents, chunks)."""
-    service = knowledge_service(tenant=tenant)
     batch: list[rag.RAGDocument] = []
     documents = chunks = 0
 
     def flush() -> None:
         nonlocal chunks, documents
         if batch:
-            chunks += async_to_sync(service.ingest)(batch, actor="beir")
+            chunks += document_ingest(tenant=tenant, documents=batch, actor="beir")
             documents += len(batch)
             if progress:
                 progress(len(batch))
@@ -114,7 +113,7 @@ def evaluate_modes(
     """Run every judged query in every mode; latency includes query embedding."""
     qrels = read_qrels(folder / qrels_file)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
-    service = service or knowledge_service(tenant=tenant)
+    service = service or rag.tenant_service(tenant.slug)
     results: dict[str, ModeResult] = {}
     for mode in modes:
         ndcgs, recalls, latencies = [], [], []

@@ -11,7 +11,6 @@ from django.db.models.functions import Length, Substr
 from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import Chunk, Document, DocumentStatus
-from knowledge.services import knowledge_service
 
 
 def document_list(*, tenant: Tenant, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
@@ -39,13 +38,13 @@ def chunk_search(
     min_score: float | None = None,
 ) -> list[rag.RAGHit]:
     """Ranked hits in the tenant, best first (raises the RAG API's validation errors)."""
-    service = knowledge_service(tenant=tenant)
+    service = rag.tenant_service(tenant.slug)
     return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
 
 
 def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> list[rag.RAGChunk]:
     """The tenant's chunks with these ids, in the requested order, missing ones omitted."""
-    return async_to_sync(knowledge_service(tenant=tenant, embedder=None).fetch)(ids)
+    return async_to_sync(rag.tenant_service(tenant.slug, embedder=None).fetch)(ids)
 
 
 # --- The editors' admin and the documents API ---------------------------------------------------

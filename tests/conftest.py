@@ -41,6 +41,12 @@ def pytest_configure(config: pytest.Config) -> None:
         settings.DATABASES["stock"] = connections.configure_settings({"default": stock})["default"]
 
 
+def backend_setting(**options: Any) -> dict[str, Any]:
+    """``settings.QUARRY_RAG_BACKEND`` as configured, with some of its options changed."""
+    configured = settings.QUARRY_RAG_BACKEND
+    return {"CLASS": configured["CLASS"], "OPTIONS": {**configured["OPTIONS"], **options}}
+
+
 @dataclass
 class World:
     """``acme`` is ours; ``globex`` belongs to someone else.

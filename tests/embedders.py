@@ -6,6 +6,7 @@ embedding quality; tests about quality use the real local model.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import re
@@ -39,6 +40,23 @@ class BagOfWordsEmbedder:
             v[0] = 1.0
         norm = math.sqrt(sum(x * x for x in v))
         return [x / norm for x in v]
+
+
+class GatedEmbedder(BagOfWordsEmbedder):
+    """A model server whose query embeddings take ``query_seconds``; counts how many were in flight at once."""
+
+    def __init__(self, query_seconds: float = 0.3) -> None:
+        super().__init__(model_id="test/gated")
+        self.query_seconds = query_seconds
+        self.in_flight = self.peak = 0
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        if kind == "query":
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            await asyncio.sleep(self.query_seconds)
+            self.in_flight -= 1
+        return await super().embed(texts, kind=kind)
 
 
 class BrokenEmbedder(BagOfWordsEmbedder):

@@ -15,7 +15,7 @@ from django_q.models import OrmQ
 
 from knowledge import rag
 from knowledge.models import AuditEvent, Document
-from knowledge.pipeline import documents_ingest
+from knowledge.services.documents import document_ingest
 from tests.conftest import World
 from tests.embedders import BagOfWordsEmbedder
 from tests.factories import make_user
@@ -53,7 +53,7 @@ def csrf_token(client: Client, url: str) -> str:
 
 def indexed(world: World, external_id: str, text: str, *, tenant: str = "acme", **fields: object) -> Document:
     tenant_obj = world.acme if tenant == "acme" else world.globex
-    documents_ingest(tenant=tenant_obj, actor="seed", embedder=BagOfWordsEmbedder(),
+    document_ingest(tenant=tenant_obj, actor="seed", embedder=BagOfWordsEmbedder(),
                      documents=[rag.RAGDocument(external_id, text, **fields)])  # type: ignore[arg-type]
     return Document.objects.get(tenant=tenant_obj, external_id=external_id)
 

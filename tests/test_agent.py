@@ -8,10 +8,8 @@ what the model was sent.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Sequence
 from contextlib import aclosing
 from datetime import timedelta
 from pathlib import Path
@@ -27,9 +25,7 @@ from chat.models import AgentRun, ChatSession, RunStatus, SessionKind, Turn
 from chat.pipeline import GRAPH_NOT_BUILT
 from chat.services import chat_exchange_record
 from knowledge import rag
-from knowledge.rag import embedding as rag_embedding
 from tests.conftest import World
-from tests.embedders import BagOfWordsEmbedder
 from tests.fake_openai import FakeOpenAI, Scripted, ToolCall, failure, tool_calls
 from tests.chat_support import SECRET_KEY_MARKER, UPLOAD_QUESTION, write_catalog
 
@@ -139,28 +135,14 @@ def test_multi_step_run_answers_with_citations_and_is_saved(model_world: World, 
     assert not Turn.objects.exists()  # runs are the agent's transcript; chat turns stay chat's
 
 
-def test_parallel_tool_calls_in_one_step_run_concurrently(model_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
-    class GatedEmbedder(BagOfWordsEmbedder):
-        """Counts queries embedded at the same time (each takes a while, like a model server)."""
-
-        def __init__(self) -> None:
-            super().__init__(model_id="test/gated")
-            self.in_flight = self.peak = 0
-
-        async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
-            if kind == "query":
-                self.in_flight += 1
-                self.peak = max(self.peak, self.in_flight)
-                await asyncio.sleep(0.3)
-                self.in_flight -= 1
-            return await super().embed(texts, kind=kind)
-
-    embedder = GatedEmbedder()
+def test_parallel_tool_calls_in_one_step_run_concurrently(model_world: World, fake: FakeOpenAI, settings: Any) -> None:
+    # The configured embedding model: one whose queries take a while, like a model server's.
+    settings.QUARRY_EMBEDDER = {"CLASS": "tests.embedders.GatedEmbedder", "OPTIONS": {"query_seconds": 0.3}}
+    embedder = rag.default_embedder()
     async_to_sync(rag.postgres(embedder, namespace="acme").ingest)([
         rag.RAGDocument("guide", "Editors upload files in the admin. Uploads are processed in the background by workers."),
         rag.RAGDocument("modes", "Keyword search uses BM25 while semantic search compares embeddings."),
     ])
-    monkeypatch.setitem(rag_embedding._default, "embedder", embedder)  # the configured embedding model
     fake.chat_script = [
         tool_calls(search("semantic_search", "uploading files"), search("hybrid_search", "background workers"),
                    search("semantic_search", "embeddings", limit=1), search("keyword_search", "BM25")),

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import OperationalError
 from django.test import Client
 
 from chat.models import ChatSession, Turn
@@ -273,15 +272,9 @@ def test_an_unreachable_model_is_a_503(model_world: World, tmp_path: Path, setti
     assert response.status_code == 503 and response.json()["error"] == "model_unavailable"
 
 
-def test_retrieval_failure_is_a_503(model_world: World, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
-    from knowledge.rag.backends.postgres import PostgresBackend
-
+def test_retrieval_failure_is_a_503(model_world: World, fake: FakeOpenAI, settings: Any) -> None:
     session_id = new_session(model_world, model_world.teammate)
-
-    def database_gone(self: object, query: object) -> None:
-        raise OperationalError("server closed the connection unexpectedly")
-
-    monkeypatch.setattr(PostgresBackend, "_search", database_gone)  # the datastore, mid-request
+    settings.QUARRY_RAG_BACKEND = {"CLASS": "tests.backends.UnreachableDatabase"}  # the datastore, gone mid-conversation
     response = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 503
     assert response.json() == {"error": "retrieval_unavailable", "detail": "Searching the knowledge base failed. Try again shortly."}

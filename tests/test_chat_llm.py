@@ -195,7 +195,7 @@ def test_cli_json_prints_the_http_envelope_and_continues_a_session(world: World)
 
 
 def test_cli_refuses_unknown_tenants_sessions_and_users(world: World) -> None:
-    with pytest.raises(CommandError, match="No tenant 'nowhere'"):
+    with pytest.raises(CommandError, match="tenant 'nowhere' does not exist"):
         call_command("chat", "hi", "--tenant", "nowhere")
     with pytest.raises(CommandError, match="No session 'session-x' of cli in tenant acme"):
         call_command("chat", "hi", "--tenant", "acme", "--session", "session-x")

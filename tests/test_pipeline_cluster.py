@@ -28,7 +28,9 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import Schedule, Success
 
-from knowledge import indexer, pipeline, rag
+from knowledge import rag
+from knowledge.services import documents as doc_services
+from knowledge.services import indexing, state
 from knowledge.models import Chunk, Document, Posting
 from knowledge.selectors import chunk_search
 from tests.conftest import World
@@ -94,7 +96,7 @@ def test_a_batch_is_processed_by_a_cluster_on_the_orm_broker(world: World, data_
         SimpleUploadedFile("empty.txt", b""),
         SimpleUploadedFile("slides.key", b"keynote", content_type="application/octet-stream"),
     ]
-    pipeline.document_upload_create(tenant=world.acme, actor="editor", files=batch)
+    doc_services.document_upload_create(tenant=world.acme, actor="editor", files=batch)
     manual = Document.objects.get(tenant=world.acme, external_id="manual.md")
     seen: list[float] = []
     with cluster(cluster_env(data_dir), log_name="qcluster-pipeline-orm"):
@@ -113,7 +115,7 @@ def test_a_batch_is_processed_by_a_cluster_on_the_orm_broker(world: World, data_
         def request(text: str) -> None:
             try:
                 barrier.wait()
-                pipeline.document_text_save(tenant=world.acme, external_id="manual.md", text=text, actor="editor")
+                doc_services.document_text_save(tenant=world.acme, external_id="manual.md", text=text, actor="editor")
             finally:
                 connection.close()
 
@@ -144,7 +146,7 @@ def test_a_batch_is_processed_by_a_cluster_on_the_orm_broker(world: World, data_
     winner, loser = ("basalt", "slate") if manual.text == texts[0] else ("slate", "basalt")
     assert keyword_ids(world, winner) == ["manual.md"] and keyword_ids(world, loser) == [] and keyword_ids(world, "granite") == []
     assert keyword_ids(world, "marble") == ["report.pdf"]
-    assert set(Success.objects.filter(func=pipeline.PROCESS_TASK).values_list("result", flat=True)) <= {"ready", "failed", "requeued", "skipped"}
+    assert set(Success.objects.filter(func=state.PROCESS_TASK).values_list("result", flat=True)) <= {"ready", "failed", "requeued", "skipped"}
 
 
 @needs_redis
@@ -193,13 +195,13 @@ def test_a_large_json_ingestion_is_searchable_at_once_and_a_cluster_indexes_it(w
     assert sorted(h["document_id"] for h in before) == ["note-0", "note-2", "note-5"]
     assert [(h["chunk_id"], h["score"]) for h in after] == [(h["chunk_id"], h["score"]) for h in before]
     assert Posting.objects.filter(tenant=world.acme).values("chunk_id").distinct().count() == 6
-    assert Success.objects.filter(func=indexer.INDEX_TASK).exists()
+    assert Success.objects.filter(func=indexing.INDEX_TASK).exists()
 
 
 def test_a_killed_worker_leaves_old_chunks_searchable_and_a_new_cluster_finishes_the_document(world: World, data_dir: Path) -> None:
-    pipeline.documents_ingest(tenant=world.acme, actor="seed", embedder=None,
+    doc_services.document_ingest(tenant=world.acme, actor="seed", embedder=None,
                               documents=[rag.RAGDocument("handbook", "The granite handbook, first edition.")])
-    document = pipeline.document_text_save(tenant=world.acme, external_id="handbook", text=long_text("marble", 40), actor="editor")
+    document = doc_services.document_text_save(tenant=world.acme, external_id="handbook", text=long_text("marble", 40), actor="editor")
     env = cluster_env(data_dir, QUARRY_WORKERS="1")
     with cluster(env, log_name="qcluster-pipeline-killed") as first:
         # Extracted (progress 0.1, written by the lease heartbeat) and now embedding: kill it.
@@ -216,7 +218,7 @@ def test_a_killed_worker_leaves_old_chunks_searchable_and_a_new_cluster_finishes
 
     # The reclaim schedule exists (it is ensured whenever work is queued) and is due: as if its
     # minute had passed. The new cluster's scheduler runs it ~30 s after start (django-q2's cadence).
-    assert Schedule.objects.filter(name=pipeline.RECLAIM_SCHEDULE_NAME).update(next_run=timezone.now()) == 1
+    assert Schedule.objects.filter(name=state.RECLAIM_SCHEDULE_NAME).update(next_run=timezone.now()) == 1
     with cluster(env, log_name="qcluster-pipeline-rescue"):
         wait_for(lambda: Document.objects.get(pk=document.pk).status in TERMINAL, timeout=150, interval=0.2,
                  what=f"the new cluster to finish the document: {read_log('qcluster-pipeline-rescue')[-2000:]}")
@@ -224,4 +226,4 @@ def test_a_killed_worker_leaves_old_chunks_searchable_and_a_new_cluster_finishes
     assert (rescued.status, rescued.error, rescued.version, rescued.attempts) == ("ready", "", 2, 2)
     assert rescued.chunk_count > 30 and rescued.lease_expires_at is None
     assert keyword_ids(world, "marble") == ["handbook"] and keyword_ids(world, "granite") == []
-    assert Success.objects.filter(func=pipeline.RECLAIM_TASK).exists()
+    assert Success.objects.filter(func=state.RECLAIM_TASK).exists()

@@ -18,12 +18,13 @@ from django.test.utils import CaptureQueriesContext
 from django_q.models import OrmQ
 
 from accounts.models import Tenant
-from knowledge import indexer, rag, tasks
+from knowledge import rag, tasks
+from knowledge.services import indexing
 from knowledge.models import Chunk, CorpusStat, Posting, TermStat
 from knowledge.rag import RAGDocument
 from knowledge.rag.backends.postgres import PostgresBackend
 from knowledge.rag.backends.postgres_sql import create_hnsw_index_sql, hnsw_index_name
-from tests.conftest import STOCK_AVAILABLE
+from tests.conftest import STOCK_AVAILABLE, backend_setting
 from tests.embedders import BagOfWordsEmbedder
 from tests.factories import make_tenant
 from tests.test_knowledge_commands import write_beir
@@ -187,9 +188,9 @@ def test_on_backlog_is_called_for_large_ingestions_only() -> None:
 
 @pytest.mark.django_db
 def test_product_ingestions_queue_the_indexer_and_reclaim_finds_a_lost_backlog(settings, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
-    from knowledge.services import document_ingest
+    from knowledge.services.documents import document_ingest
 
-    settings.QUARRY_INDEX_INLINE_MAX_CHUNKS = 5
+    settings.QUARRY_RAG_BACKEND = backend_setting(inline_index_max_chunks=5)
     tenant = make_tenant("acme")
     with django_capture_on_commit_callbacks(execute=True):
         document_ingest(tenant=tenant, documents=corpus(4), actor="editor", embedder=None)
@@ -197,11 +198,11 @@ def test_product_ingestions_queue_the_indexer_and_reclaim_finds_a_lost_backlog(s
     with django_capture_on_commit_callbacks(execute=True):
         document_ingest(tenant=tenant, documents=corpus(8, tag="v2"), actor="editor", embedder=None)
     queued = [(task.func(), task.args()) for task in OrmQ.objects.all()]
-    assert queued == [(indexer.INDEX_TASK, ("acme",))]
+    assert queued == [(indexing.INDEX_TASK, ("acme",))]
 
     OrmQ.objects.all().delete()  # the task was lost
     assert tasks.reclaim_documents()["backlogs_queued"] == 1
-    assert [(task.func(), task.args()) for task in OrmQ.objects.all()] == [(indexer.INDEX_TASK, ("acme",))]
+    assert [(task.func(), task.args()) for task in OrmQ.objects.all()] == [(indexing.INDEX_TASK, ("acme",))]
     assert tasks.index_backlog("acme") == 8
     assert tasks.reclaim_documents()["backlogs_queued"] == 0
     assert tasks.index_backlog("deleted-meanwhile") == 0  # a task outliving its tenant ends quietly
@@ -212,7 +213,7 @@ def test_product_ingestions_queue_the_indexer_and_reclaim_finds_a_lost_backlog(s
 def test_ingest_beir_leaves_no_backlog(settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import io
 
-    settings.QUARRY_INDEX_INLINE_MAX_CHUNKS = 0
+    settings.QUARRY_RAG_BACKEND = backend_setting(inline_index_max_chunks=0)
     make_tenant("beir")
     write_beir(tmp_path)
     call_command("ingest_beir", str(tmp_path), "--tenant", "beir", stdout=io.StringIO(), stderr=io.StringIO())

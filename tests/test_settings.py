@@ -85,3 +85,29 @@ def test_env_helpers_reject_bad_values() -> None:
         env_int("X", 1, minimum=1, environ={"X": "0"})
     with pytest.raises(ImproperlyConfigured, match="X must be one of token, none"):
         env_choice("X", "token", ("token", "none"), environ={"X": "open"})
+
+
+def test_a_provider_embedding_model_needs_its_dimension() -> None:
+    result = import_settings(DEBUG="1", QUARRY_EMBEDDING_MODEL="openai/text-embedding-3-small")
+    assert result.returncode != 0
+    assert "QUARRY_EMBEDDING_DIMENSION must be set for the provider embedding model 'openai/text-embedding-3-small'" in result.stderr
+
+
+def test_the_local_model_refuses_another_dimension() -> None:
+    result = import_settings(DEBUG="1", QUARRY_EMBEDDING_DIMENSION="768")
+    assert result.returncode != 0
+    assert "QUARRY_EMBEDDING_DIMENSION is 768 but the local model returns 384 dimensions" in result.stderr
+
+
+def test_embedding_variables_become_the_embedder_setting() -> None:
+    probe = "import config.settings as s; print(s.QUARRY_EMBEDDER)"
+    base = {"PATH": os.environ["PATH"], "DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/postgres", "DEBUG": "1"}
+    def run(**env: str) -> str:
+        done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+    assert run() == "{'CLASS': 'knowledge.rag.embedding.LocalEmbedder', 'OPTIONS': {}}"
+    assert run(QUARRY_EMBEDDING_MODEL="none") == "None"
+    assert run(QUARRY_EMBEDDING_MODEL="ollama/nomic-embed-text", QUARRY_EMBEDDING_DIMENSION="768", QUARRY_EMBEDDING_BATCH_SIZE="8") == (
+        "{'CLASS': 'knowledge.rag.embedding.LiteLLMEmbedder', 'OPTIONS': {'model': 'ollama/nomic-embed-text', 'dimension': 768, 'batch_size': 8}}"
+    )

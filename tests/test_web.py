@@ -1,4 +1,4 @@
-"""The end users' pages (chat.views) in process: sign-in, the chat page, the tenant switcher,
+"""The end users' pages (accounts, knowledge and chat views) in process: sign-in, the chat page, the tenant switcher,
 sessions (rename, delete), documents and search. Streaming is in test_consumer.py; the
 real browser in tests/e2e/."""
 
@@ -15,8 +15,9 @@ from django.test import Client
 from accounts.models import Role
 from chat.models import ChatSession, SessionKind, Turn
 from chat.services import chat_exchange_record, chat_session_create
-from chat.views import document_excerpt, highlight, parse_filters, query_terms, snippet, _terms_pattern
 from knowledge import rag
+from knowledge.forms import parse_filters
+from knowledge.highlight import document_excerpt, highlight, query_terms, snippet, terms_pattern
 from tests.conftest import World
 from tests.factories import make_member, make_user
 
@@ -258,9 +259,9 @@ def test_filter_parsing_matches_text_and_typed_values() -> None:
 
 def test_highlighting_escapes_every_piece() -> None:
     assert query_terms('uploads "the files" -draft <em> boxes watching x') == ["upload", "watch", "file", "box", "em"]
-    pattern = _terms_pattern(["upload", "b"])
+    pattern = terms_pattern(["upload", "b"])
     assert highlight("<b>Uploaded</b> & done", pattern) == "&lt;<mark>b</mark>&gt;<mark>Uploaded</mark>&lt;/<mark>b</mark>&gt; &amp; done"
     assert highlight("<i>", None) == "&lt;i&gt;"
     long = "x " * 300 + "the upload happens here " + "y " * 300
-    cut = snippet(long, _terms_pattern(["upload"]), size=100)
+    cut = snippet(long, terms_pattern(["upload"]), size=100)
     assert cut.startswith("… ") and cut.endswith(" …") and "<mark>upload</mark>" in cut and len(cut) < 160

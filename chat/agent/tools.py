@@ -1,7 +1,7 @@
 """The agent's tools: read-only retrieval over the caller's tenant, described to the model as JSON schemas.
 
 ``keyword_search``, ``semantic_search`` and ``hybrid_search`` (query, limit,
-filters) and ``fetch_chunks`` (ids) go through ``knowledge_service(tenant=...)``
+filters) and ``fetch_chunks`` (ids) go through ``rag.tenant_service(tenant.slug)``
 and therefore through the RAG API's own validation; ``graph_search`` and
 ``graph_neighbors`` exist only when the run asked for graph search (no
 knowledge graph is built yet, so they say so). ``Toolbox.run_all`` runs one
@@ -30,7 +30,6 @@ from accounts.models import Tenant
 from chat.agent.model import ToolCallRequest
 from chat.pipeline import ERRORS, GRAPH_NOT_BUILT
 from knowledge import rag
-from knowledge.services import knowledge_service
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +242,7 @@ class Toolbox:
     """
 
     def __init__(self, *, tenant: Tenant, graph_search: bool, sources: list[Source]) -> None:
-        self.service = knowledge_service(tenant=tenant)
+        self.service = rag.tenant_service(tenant.slug)
         self.graph_search = graph_search
         self.names = frozenset(tool_names(graph_search=graph_search))
         self.sources = sources

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from chat.llm.catalog import Catalog, load_catalog, load_litellm
 
@@ -127,7 +129,8 @@ def _file_version(path: Path) -> tuple[str, int, int]:
 
 
 def get_router() -> tuple[Any, Catalog]:
-    """The Router and catalog for the configured file, rebuilt when the file changes.
+    """The Router and catalog for the configured file, rebuilt when the file changes
+    (or ``QUARRY_MODEL_CONFIG_PATH`` does: ``setting_changed``).
 
     One Router per process keeps litellm's per-deployment state (cooldowns,
     client pools) across requests. Raises ``CatalogError`` for a bad catalog.
@@ -138,6 +141,13 @@ def get_router() -> tuple[Any, Catalog]:
             catalog = load_catalog(catalog_path())
             _cache.update(version=version, catalog=catalog, router=build_router(catalog))
         return _cache["router"], _cache["catalog"]
+
+
+@receiver(setting_changed)
+def _forget_router(*, setting: str, **kwargs: object) -> None:
+    if setting == "QUARRY_MODEL_CONFIG_PATH":
+        with _lock:
+            _cache.clear()
 
 
 def build_router(catalog: Catalog) -> Any:

@@ -6,7 +6,7 @@ with raw SQL that lists only the older columns.
 
 from django.db import migrations, models
 
-# Keep in sync with knowledge.pipeline.RECLAIM_SCHEDULE_NAME / RECLAIM_TASK; the
+# Keep in sync with knowledge.services.state.RECLAIM_SCHEDULE_NAME / RECLAIM_TASK; the
 # pipeline re-creates the schedule whenever it queues work, should it ever go missing.
 RECLAIM_SCHEDULE_NAME = "knowledge: reclaim stalled documents"
 RECLAIM_TASK = "knowledge.tasks.reclaim_documents"

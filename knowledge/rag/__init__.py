@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from knowledge.rag.chunking import FixedSizeChunker
-from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder, build_embedder, default_embedder
+from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder
 from knowledge.rag.errors import (
     BackendContractError,
     CapacityError,
@@ -20,6 +20,7 @@ from knowledge.rag.errors import (
     RAGTypeError,
     RAGValidationError,
 )
+from knowledge.rag.factory import default_embedder, tenant_service
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.types import (
     Chunker,
@@ -36,7 +37,7 @@ __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "Embedder", "EmbedderError",
     "FixedSizeChunker", "NamespaceNotFound", "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit",
     "RAGQuery", "RAGService", "RAGTypeError", "RAGValidationError", "SearchMode", "memory", "postgres", "service",
-    "LiteLLMEmbedder", "LocalEmbedder", "build_embedder", "default_embedder",
+    "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
 ]
 
 

@@ -9,7 +9,8 @@ Two implementations of the ``Embedder`` protocol (``model_id``, ``dimension``,
 - ``LiteLLMEmbedder``: any provider embedding model that litellm can call
   (OpenAI, Gemini, Ollama, an OpenAI-compatible server ...).
 
-``build_embedder`` picks one from settings (``QUARRY_EMBEDDING_*``).
+Which one a process uses is configuration: ``settings.QUARRY_EMBEDDER`` names the
+class and its options (``knowledge.rag.factory`` builds it once per process).
 
 Contract of ``embed`` for both: ``texts`` is a sequence of 1..1,000 non-blank
 strings (else ``RAGValidationError("texts", ...)``); the result holds exactly
@@ -24,7 +25,6 @@ import importlib.util
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -156,6 +156,7 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self.max_length = max_length
         self.threads = threads
+        local_model_files()  # fail when the process configures it, not at the first ingest, if the packages are missing
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_lock = threading.Lock()
 
@@ -345,111 +346,3 @@ async def _import_litellm() -> Any:
     # "Give Feedback / Get Help" banner on stdout would only add noise to the logs.
     litellm.suppress_debug_info = True
     return litellm
-
-
-# --- Factory --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Option:
-    kind: type
-    minimum: int | None = None
-    maximum: int | None = None
-
-
-_OPTIONS: dict[str, _Option] = {
-    "model": _Option(str),
-    "dimension": _Option(int, 1, MAX_DIMENSION),
-    "batch_size": _Option(int, 1, MAX_TEXTS_PER_CALL),
-    "api_base": _Option(str),
-    "api_key": _Option(str),
-    "query_prefix": _Option(str),
-    "document_prefix": _Option(str),
-    "timeout": _Option(float),
-}
-
-
-def _settings_config() -> dict[str, object]:
-    from django.conf import settings  # deferred: the module is usable without configured Django
-
-    return {name: getattr(settings, f"QUARRY_EMBEDDING_{name.upper()}", None) for name in _OPTIONS}
-
-
-def _option(config: Mapping[str, object], name: str) -> Any:
-    """The validated value of ``name`` or None when unset; errors name the setting."""
-    value = config.get(name)
-    if value is None or value == "":
-        return None
-    spec, setting = _OPTIONS[name], f"QUARRY_EMBEDDING_{name.upper()}"
-    if spec.kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigurationError(f"{setting} must be an integer, got {value!r}")
-        if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
-            raise ConfigurationError(f"{setting} must be in {spec.minimum}..{spec.maximum}, got {value}")
-    elif spec.kind is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-            raise ConfigurationError(f"{setting} must be a positive number, got {value!r}")
-    elif not isinstance(value, str):
-        raise ConfigurationError(f"{setting} must be a string, got {type(value).__name__}")
-    return value
-
-
-def build_embedder(config: Mapping[str, object] | None = None) -> Embedder | None:
-    """Build the configured embedder, or None when embeddings are off.
-
-    ``config`` keys: ``model``, ``dimension``, ``batch_size``, ``api_base``,
-    ``api_key``, ``query_prefix``, ``document_prefix``, ``timeout``; None or a
-    missing key means unset. Without ``config`` they are read from the Django
-    settings ``QUARRY_EMBEDDING_<KEY>``.
-
-    ``model``: ``"local"`` (default) is ``LocalEmbedder``; ``"none"`` disables
-    embeddings (keyword search only); anything else is a litellm model name and
-    then ``dimension`` is required. Bad values raise ``ConfigurationError``
-    naming the setting.
-    """
-    if config is None:
-        config = _settings_config()
-    unknown = sorted(set(config) - set(_OPTIONS))
-    if unknown:
-        raise ConfigurationError(f"unknown embedding options {unknown}; known: {sorted(_OPTIONS)}")
-    model = (_option(config, "model") or "local").strip()
-    dimension = _option(config, "dimension")
-    batch_size = _option(config, "batch_size")
-    if model.lower() == "none":
-        return None
-    if model.lower() == "local":
-        if dimension is not None and dimension != LOCAL_DIMENSION:
-            raise ConfigurationError(
-                f"QUARRY_EMBEDDING_DIMENSION is {dimension} but the local model returns {LOCAL_DIMENSION} dimensions"
-            )
-        embedder = LocalEmbedder(batch_size=batch_size) if batch_size else LocalEmbedder()
-        local_model_files()  # fail at startup, not at the first ingest, when the packages are missing
-        return embedder
-    if dimension is None:
-        raise ConfigurationError(
-            f"QUARRY_EMBEDDING_DIMENSION must be set for the provider embedding model {model!r} "
-            "(the number of floats it returns per text)"
-        )
-    options: dict[str, Any] = {
-        key: value
-        for key in ("batch_size", "api_base", "api_key", "query_prefix", "document_prefix", "timeout")
-        if (value := _option(config, key)) is not None
-    }
-    return LiteLLMEmbedder(model, dimension, **options)
-
-
-_default_lock = threading.Lock()
-_default: dict[str, Embedder | None] = {}
-
-
-def default_embedder() -> Embedder | None:
-    """The embedder configured in settings, built once per process.
-
-    One instance per process because the local model's inference session is
-    the expensive part (and is shared anyway); provider embedders are cheap
-    but stateless, so sharing them is harmless.
-    """
-    with _default_lock:
-        if "embedder" not in _default:
-            _default["embedder"] = build_embedder()
-        return _default["embedder"]

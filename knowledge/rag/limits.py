@@ -26,3 +26,11 @@ DOCUMENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$")
 CHUNK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}:[0-9]{1,6}$")
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def describe_bytes(n: int) -> str:
+    """A byte count as messages show it: ``50 MB``, ``1.5 MB``, ``2,048 bytes`` (MB = 2**20 bytes)."""
+    mb = 1024 * 1024
+    if n >= mb:
+        return f"{n / mb:.0f} MB" if n % mb == 0 else f"{n / mb:.1f} MB"
+    return f"{n:,} bytes"

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from accounts.models import Role
-from accounts.selectors import tenant_get
+from accounts.access import CliAccessError, cli_context
 from accounts.services import api_token_create, membership_ensure, user_ensure
 
 
@@ -23,9 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="", help="A label to tell tokens apart.")
 
     def handle(self, *args: Any, tenant: str, user: str, role: str, name: str, **options: Any) -> None:
-        found = tenant_get(slug=tenant)
-        if found is None:
-            raise CommandError(f"tenant {tenant!r} does not exist; create it with `manage.py create_tenant {tenant}`")
+        try:
+            found = cli_context(tenant_slug=tenant).tenant
+        except CliAccessError as exc:
+            raise CommandError(str(exc)) from None
         with transaction.atomic():
             owner, created = user_ensure(username=user)
             membership_ensure(user=owner, tenant=found, role=role)

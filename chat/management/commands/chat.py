@@ -14,20 +14,15 @@ from contextlib import aclosing
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.access import TenantContext
-from accounts.selectors import membership_role, tenant_get
-from chat.models import ChatSession
+from accounts.access import CliAccessError, cli_context
+from chat.models import ChatSession, SessionKind
 from chat.pipeline import ChatFailed, answer, answer_stream
 from chat.prompting import TEMPLATES
 from chat.selectors import chat_session_find
 from chat.services import chat_session_create
 from knowledge.rag import limits
-
-CLI_PRINCIPAL = "cli"
-
 
 class Command(BaseCommand):
     help = "Ask a grounded question of a tenant's knowledge base (the same pipeline as the chat API)."
@@ -46,11 +41,11 @@ class Command(BaseCommand):
             raise CommandError("The message is empty.")
         if len(message) > limits.MAX_QUERY_CHARS or "\x00" in message:
             raise CommandError(f"The message must be at most {limits.MAX_QUERY_CHARS} characters, without NUL.")
-        tenant = tenant_get(slug=options["tenant"])
-        if tenant is None:
-            raise CommandError(f"No tenant {options['tenant']!r}.")
-        principal = self._principal(tenant, options["user"])
-        session = self._session(tenant, principal, options["session"])
+        try:
+            ctx = cli_context(tenant_slug=options["tenant"], username=options["user"])
+        except CliAccessError as exc:
+            raise CommandError(str(exc)) from None
+        session = self._session(ctx.tenant, ctx.principal, options["session"])
         if options["json"]:
             try:
                 body: Any = async_to_sync(answer)(session=session, prompt=message, template=options["template"])
@@ -61,19 +56,10 @@ class Command(BaseCommand):
             return
         async_to_sync(self._stream)(session, message, options["template"])
 
-    def _principal(self, tenant: Any, username: str | None) -> str:
-        if username is None:
-            return CLI_PRINCIPAL
-        user = get_user_model().objects.filter(username=username).first()
-        role = membership_role(user=user, tenant=tenant) if user is not None else None
-        if user is None or role is None:
-            raise CommandError(f"{username!r} is not a member of tenant {tenant.slug}.")
-        return TenantContext(tenant=tenant, role=role, user=user).principal
-
     def _session(self, tenant: Any, principal: str, session_id: str | None) -> ChatSession:
         if session_id is None:
             return chat_session_create(tenant=tenant, principal=principal)
-        session = chat_session_find(tenant=tenant, principal=principal, session_id=session_id)
+        session = chat_session_find(tenant=tenant, principal=principal, session_id=session_id, kind=SessionKind.CHAT)
         if session is None:
             raise CommandError(f"No session {session_id!r} of {principal} in tenant {tenant.slug}.")
         return session

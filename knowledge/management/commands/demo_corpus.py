@@ -5,8 +5,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.selectors import tenant_get
-from knowledge.services import demo_corpus_ingest
+from accounts.access import CliAccessError, cli_context
+from knowledge.services.documents import demo_corpus_ingest
 
 
 class Command(BaseCommand):
@@ -16,8 +16,9 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", default=settings.QUARRY_DEFAULT_TENANT)
 
     def handle(self, *args: Any, tenant: str, **options: Any) -> None:
-        found = tenant_get(slug=tenant)
-        if found is None:
-            raise CommandError(f"tenant {tenant!r} does not exist")
+        try:
+            found = cli_context(tenant_slug=tenant).tenant
+        except CliAccessError as exc:
+            raise CommandError(str(exc)) from None
         chunks = demo_corpus_ingest(tenant=found)
         self.stdout.write(f"demo corpus: {chunks} chunks in tenant {found.slug}")

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from knowledge.rag.backends.postgres_sql import create_hnsw_index_sql, hnsw_index_name
-from knowledge.rag.embedding import default_embedder
+from knowledge.rag import default_embedder
 
 
 class Command(BaseCommand):

@@ -7,11 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from accounts.selectors import tenant_get
+from accounts.access import CliAccessError, cli_context
 from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
-from knowledge.indexer import backlog_drain
-from knowledge.services import document_ingest
+from knowledge.services.documents import document_ingest
+from knowledge.services.indexing import backlog_drain
 
 SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx"}
 
@@ -32,9 +32,10 @@ class Command(BaseCommand):
         parser.add_argument("--actor", default="cli")
 
     def handle(self, *args: Any, paths: list[Path], tenant: str, actor: str, **options: Any) -> None:
-        found = tenant_get(slug=tenant)
-        if found is None:
-            raise CommandError(f"tenant {tenant!r} does not exist; create it with `manage.py create_tenant {tenant}`")
+        try:
+            found = cli_context(tenant_slug=tenant).tenant
+        except CliAccessError as exc:
+            raise CommandError(str(exc)) from None
         files: list[tuple[Path, Path]] = []
         for path in paths:
             if path.is_dir():

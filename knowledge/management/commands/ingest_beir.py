@@ -7,9 +7,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from accounts.selectors import tenant_get
+from accounts.access import CliAccessError, cli_context
 from knowledge.evaluation import ingest_beir_corpus
-from knowledge.indexer import backlog_drain
+from knowledge.services.indexing import backlog_drain
 
 
 class Command(BaseCommand):
@@ -21,9 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=100)
 
     def handle(self, *args: Any, folder: Path, tenant: str, batch_size: int, **options: Any) -> None:
-        found = tenant_get(slug=tenant)
-        if found is None:
-            raise CommandError(f"tenant {tenant!r} does not exist; create it with `manage.py create_tenant {tenant}`")
+        try:
+            found = cli_context(tenant_slug=tenant).tenant
+        except CliAccessError as exc:
+            raise CommandError(str(exc)) from None
         corpus = folder / "corpus.jsonl"
         if not corpus.is_file():
             raise CommandError(f"{corpus} not found: a BEIR folder holds corpus.jsonl, queries.jsonl and qrels.tsv")

@@ -33,6 +33,7 @@ import numpy as np
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
+from django.utils.module_loading import import_string
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
@@ -86,11 +87,13 @@ class PostgresBackend:
     def __init__(
         self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
         postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = q.BM25_K1, b: float = q.BM25_B,
-        inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | None = None,
+        inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | str | None = None,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog. ``on_backlog(namespace)``
         is called inside the transaction that left chunks un-indexed (schedule the indexer there,
-        on commit); without it, the backlog waits for ``index_backlog`` (search stays exact meanwhile)."""
+        on commit); a dotted path names such a function (settings do, so that this layer never
+        imports the services above it). Without it, the backlog waits for ``index_backlog``
+        (search stays exact meanwhile)."""
         if inline_index_max_chunks < 0:
             raise ValueError("inline_index_max_chunks must be 0 or more")
         self.using = using
@@ -146,6 +149,8 @@ class PostgresBackend:
             if inline:
                 self._post(cursor, tenant_id, _OF_DOCUMENTS, [tenant_id, pks])
             elif self.on_backlog is not None:
+                if isinstance(self.on_backlog, str):
+                    self.on_backlog = import_string(self.on_backlog)
                 self.on_backlog(namespace)
             self._audit(cursor, tenant_id, actor, trigger, "ingest", [p.document.id for p in documents], total)
         return total

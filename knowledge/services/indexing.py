@@ -13,15 +13,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django_q.tasks import async_task
 
 from accounts.models import Tenant
 from knowledge.models import Chunk
-from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag import factory
 from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
@@ -33,9 +33,12 @@ TASK_GROUP = "knowledge-index"
 TASK_SECONDS = 60.0
 
 
-def backend() -> PostgresBackend:
-    """The product's PostgreSQL backend: indexes small ingestions inline, queues the indexer for large ones."""
-    return PostgresBackend(inline_index_max_chunks=settings.QUARRY_INDEX_INLINE_MAX_CHUNKS, on_backlog=enqueue)
+def backend() -> Any:
+    """The configured backend, which must have the backlog capability (``PostgresBackend`` does)."""
+    configured = factory.backend()
+    if not hasattr(configured, "index_backlog"):
+        raise TypeError(f"the configured backend {type(configured).__name__} has no indexing backlog")
+    return configured
 
 
 def enqueue(namespace: str) -> None:

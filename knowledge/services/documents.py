@@ -1,0 +1,418 @@
+"""Requests on documents: THE write door of the knowledge base.
+
+The API, the admin, the commands, the demo corpus and the evaluation corpora all write
+through these functions, so every write gets the same guarantees:
+
+- ``document_ingest``: text indexed now (the caller waits), superseding background work.
+- ``document_upload_create`` / ``document_text_save`` / ``document_update`` / ``document_reindex``
+  / ``document_retry``: a new request that a worker processes (``knowledge.services.processing``).
+- ``document_cancel``, ``document_delete`` / ``document_delete_many``.
+
+State and its transitions: ``knowledge.services.state``. Tasks are enqueued on commit.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Literal
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from accounts.models import Tenant
+from knowledge import rag
+from knowledge.models import Document, DocumentStatus
+from knowledge.rag import limits
+from knowledge.rag.types import Embedder, Trigger, check_metadata
+from knowledge.rag.wrappers import GuardedBackend
+from knowledge.services import state
+
+DEFAULT: Literal["default"] = "default"
+EmbedderChoice = Embedder | None | Literal["default"]
+
+
+class DocumentInputError(ValueError):
+    """A request the pipeline refuses; ``field`` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    cancelled: int  # queued (or abandoned) work, cancelled at once
+    stopping: int  # running work, asked to stop at its next batch
+    not_running: int  # nothing to cancel (ready or failed already)
+
+
+def document_id_from_filename(filename: str) -> str:
+    """A document id from an uploaded file's name (``Q3 report.pdf`` -> ``Q3-report.pdf``)."""
+    name = PurePath(filename.replace("\\", "/")).name
+    cleaned = re.sub(r"[^A-Za-z0-9._@+=-]+", "-", name).strip("-.") or "document"
+    return cleaned[:200]
+
+
+# --- Requests: synchronous ingest, uploads, edits, re-index, retry, cancel, delete -------------------
+
+
+def document_ingest(
+    *, tenant: Tenant, documents: Sequence[rag.RAGDocument], actor: str, trigger: Trigger = "user",
+    embedder: EmbedderChoice = DEFAULT,
+) -> int:
+    """Index ``documents`` into ``tenant`` now (the caller waits), replacing earlier versions; returns the chunk count.
+
+    THE synchronous write of the product (JSON API, CLI, demo corpus, evaluation corpora).
+    The given text becomes each document's source: queued or running background work for
+    the same ids is superseded in the transaction that swaps the chunks, so a worker
+    finishing later cannot overwrite this version. All-or-nothing: on any error
+    (validation, embedder) nothing is written. Raises the RAG API's errors.
+    """
+    external_ids = sorted({d.id for d in documents})
+
+    def supersede() -> None:
+        # Locks in external_id order, the order the backend's upsert locks them in.
+        rows = list(
+            Document.objects.select_for_update()
+            .filter(tenant=tenant, external_id__in=external_ids)
+            .order_by("external_id")
+            .values_list("pk", "source_file")
+        )
+        Document.objects.filter(pk__in=[pk for pk, _ in rows]).mark_superseded()
+        _delete_files_on_commit([name for _, name in rows if name])
+
+    def record() -> None:  # new rows included: the backend has just created them
+        Document.objects.filter(tenant=tenant, external_id__in=external_ids).update(requested_by=actor[:200], finished_at=Now())
+
+    base = rag.tenant_service(tenant.slug, embedder=embedder)
+    guarded = GuardedBackend(base.backend, before=supersede, after=record)
+    service = rag.service(guarded, base.embedder, base.chunker, namespace=tenant.slug)
+    return async_to_sync(service.ingest)(documents, actor=actor, trigger=trigger)
+
+
+def document_upload_create(
+    *,
+    tenant: Tenant,
+    files: Sequence[UploadedFile],
+    actor: str,
+    document_ids: Sequence[str] | None = None,
+    title: str = "",
+    uri: str = "",
+    metadata: Mapping[str, object] | None = None,
+) -> list[Document]:
+    """Store each file and queue it for processing; return the documents in input order.
+
+    Preconditions: the caller may edit ``tenant``. ``document_ids`` (one per file) default
+    to ids derived from the file names; an existing id gets a new version. ``title`` and
+    ``uri`` apply to a single file only. Fields not given are kept on existing documents,
+    except the title, which then comes from the new file.
+
+    Raises ``DocumentInputError`` naming the field before anything is stored. A file over
+    ``QUARRY_UPLOAD_MAX_BYTES`` does not fail the batch: it is not stored, and its document
+    is failed at once with the reason. Everything else (type, corrupt or encrypted files)
+    is checked by the worker and fails that document only.
+    """
+    if not files:
+        raise DocumentInputError("files", "upload at least one file")
+    if len(files) > limits.MAX_DOCUMENTS_PER_INGEST:
+        raise DocumentInputError("files", f"at most {limits.MAX_DOCUMENTS_PER_INGEST} files per upload, got {len(files)}")
+    if len(files) > 1 and (title or uri):
+        raise DocumentInputError("title" if title else "uri", "applies to a single file; with several files each takes its title from the file")
+    if document_ids is not None and len(document_ids) != len(files):
+        raise DocumentInputError("ids", f"give one id per file: {len(files)} files, {len(document_ids)} ids")
+    ids = [_check_document_id(i, "ids") for i in document_ids] if document_ids else [document_id_from_filename(f.name or "") for f in files]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise DocumentInputError("ids" if document_ids else "files", f"two files would share the document id {repeated[0]!r}; give distinct ids")
+    checked_metadata = _check_metadata(metadata) if metadata is not None else None
+    _check_title_uri(title, uri)
+
+    limit = settings.QUARRY_UPLOAD_MAX_BYTES
+    stored: list[str | None] = []
+    try:
+        for upload in files:
+            stored.append(_store_upload(tenant, upload) if (upload.size or 0) <= limit else None)
+        with transaction.atomic():
+            by_id: dict[str, Document] = {}
+            queued: list[int] = []
+            # Rows are locked in id order, so two uploads sharing ids cannot deadlock.
+            for external_id, upload, name in sorted(zip(ids, files, stored, strict=True), key=lambda item: item[0]):
+                document = _lock_or_create(tenant, external_id)
+                _forget_source_on_commit(document)
+                document.source_file = name or ""
+                document.source_name = PurePath((upload.name or external_id).replace("\\", "/")).name[:255]
+                document.source_content_type = (upload.content_type or "")[:255]
+                document.source_size = upload.size or 0
+                document.source_text = ""
+                document.title = title
+                if uri:
+                    document.uri = uri
+                if checked_metadata is not None:
+                    document.metadata = checked_metadata
+                document.save(update_fields=["source_file", "source_name", "source_content_type", "source_size",
+                                             "source_text", "title", "uri", "metadata"])
+                if name is None:
+                    state.fail_now(document, actor=actor, error=f"{document.source_name} is {limits.describe_bytes(document.source_size)}, "
+                              f"over the upload limit of {limits.describe_bytes(limit)}; it was not stored")
+                else:
+                    queued.append(document.pk)
+                by_id[external_id] = document
+            state.request_processing(queued, actor=actor)
+    except BaseException:
+        for name in stored:
+            if name:
+                default_storage.delete(name)
+        raise
+    return _reload([by_id[i] for i in ids])
+
+
+def document_text_save(
+    *,
+    tenant: Tenant,
+    external_id: str,
+    text: str,
+    actor: str,
+    title: str = "",
+    uri: str = "",
+    metadata: Mapping[str, object] | None = None,
+) -> Document:
+    """Create or replace a document from pasted text and queue it for processing.
+
+    Raises ``DocumentInputError`` for a bad id, empty or oversized text, title, URI or metadata.
+    """
+    external_id = _check_document_id(external_id, "external_id")
+    if not text.strip():
+        raise DocumentInputError("text", "paste some text")
+    if len(text) > limits.MAX_CHARS_PER_DOCUMENT:
+        raise DocumentInputError("text", f"at most {limits.MAX_CHARS_PER_DOCUMENT:,} characters, got {len(text):,}")
+    checked_metadata = _check_metadata(metadata) if metadata is not None else None
+    _check_title_uri(title, uri)
+    with transaction.atomic():
+        document = _lock_or_create(tenant, external_id)
+        changed = _use_text_source(document, text)
+        document.title = title
+        document.uri = uri
+        if checked_metadata is not None:
+            document.metadata = checked_metadata
+        document.save(update_fields=[*changed, "title", "uri", "metadata"])
+        state.request_processing([document.pk], actor=actor)
+    return _reload([document])[0]
+
+
+def document_update(
+    *,
+    document: Document,
+    actor: str,
+    title: str,
+    uri: str,
+    metadata: Mapping[str, object],
+    text: str | None = None,
+    upload: UploadedFile | None = None,
+) -> bool:
+    """Apply an editor's changes and queue a new version when anything changed; True if queued.
+
+    ``upload`` replaces the source file; otherwise ``text`` (when given and different)
+    becomes the pasted source. Title, URI and metadata reach the chunks with the new version.
+    """
+    checked_metadata = _check_metadata(metadata)
+    _check_title_uri(title, uri)
+    if text is not None and not upload and not text.strip():
+        raise DocumentInputError("text", "must not be empty")
+    oversized = upload is not None and (upload.size or 0) > settings.QUARRY_UPLOAD_MAX_BYTES
+    stored = _store_upload(document.tenant, upload) if upload is not None and not oversized else None
+    try:
+        with transaction.atomic():
+            current = Document.objects.select_for_update().get(pk=document.pk)
+            changed = [f for f, v in (("title", title), ("uri", uri), ("metadata", checked_metadata)) if getattr(current, f) != v]
+            current.title, current.uri, current.metadata = title, uri, checked_metadata
+            if upload is not None:
+                _forget_source_on_commit(current)
+                current.source_file = stored or ""
+                current.source_name = PurePath((upload.name or current.external_id).replace("\\", "/")).name[:255]
+                current.source_content_type = (upload.content_type or "")[:255]
+                current.source_size = upload.size or 0
+                current.source_text = ""
+                changed += ["source_file", "source_name", "source_content_type", "source_size", "source_text"]
+            elif text is not None and text != (current.source_text or current.text):
+                changed += _use_text_source(current, text)
+            if not changed:
+                return False
+            current.save(update_fields=sorted(set(changed)))
+            if oversized:
+                state.fail_now(current, actor=actor, error=f"{current.source_name} is {limits.describe_bytes(current.source_size)}, over the "
+                          f"upload limit of {limits.describe_bytes(settings.QUARRY_UPLOAD_MAX_BYTES)}; it was not stored")
+                return False
+            state.request_processing([current.pk], actor=actor)
+            return True
+    except BaseException:
+        if stored:
+            default_storage.delete(stored)
+        raise
+
+
+def document_reindex(*, documents: Iterable[Document], actor: str) -> int:
+    """Queue a new version of each document from its stored source; returns how many.
+
+    A document being processed keeps its worker: the worker re-queues it when done.
+    """
+    pks = [d.pk for d in documents]
+    with transaction.atomic():
+        return state.request_processing(pks, actor=actor)
+
+
+def document_retry(*, documents: Iterable[Document], actor: str) -> int:
+    """Queue the failed ones among ``documents`` again (fresh attempts); returns how many."""
+    pks = [d.pk for d in documents]
+    with transaction.atomic():
+        failed = list(Document.objects.select_for_update().filter(pk__in=pks, status=DocumentStatus.FAILED).values_list("pk", flat=True))
+        return state.request_processing(failed, actor=actor)
+
+
+def document_cancel(*, documents: Iterable[Document], actor: str) -> CancelResult:
+    """Cancel queued or running work.
+
+    Queued work (or work whose worker died) is cancelled at once: status ``failed`` with a
+    reason. Running work is flagged; its worker stops at the next embedding batch or, at
+    the latest, refuses to write its chunks, then records the same reason. Either way the
+    previous chunks stay searchable.
+    """
+    cancelled = stopping = not_running = 0
+    with transaction.atomic():
+        for document in Document.objects.select_for_update().filter(pk__in=[d.pk for d in documents]).order_by("pk"):
+            message = state.cancel_message(document, actor)
+            live = Document.objects.filter(pk=document.pk).with_live_lease().exists()
+            if document.status == DocumentStatus.PROCESSING and live:
+                Document.objects.filter(pk=document.pk).update(cancel_requested=True, error=message)
+                stopping += 1
+            elif document.status in (DocumentStatus.QUEUED, DocumentStatus.PROCESSING):
+                state.fail_now(document, actor=actor, error=message, bump=False)
+                cancelled += 1
+            else:
+                not_running += 1
+    return CancelResult(cancelled, stopping, not_running)
+
+
+def document_delete(*, tenant: Tenant, document_ids: Sequence[str], actor: str, trigger: Trigger = "user") -> int:
+    """Delete these documents of ``tenant``: rows, chunks and stored files (audited); returns how many existed.
+
+    A worker still processing one of them loses its lease and writes nothing.
+    """
+    files = list(
+        Document.objects.filter(tenant=tenant, external_id__in=list(document_ids)).exclude(source_file="")
+        .values_list("source_file", flat=True)
+    )
+    with transaction.atomic():
+        deleted = async_to_sync(rag.tenant_service(tenant.slug, embedder=None).delete)(document_ids, trigger=trigger, actor=actor)
+        _delete_files_on_commit(files)
+    return deleted
+
+
+def document_delete_many(*, documents: Iterable[Document], actor: str) -> int:
+    """Delete documents, their chunks and stored files (audited per tenant); returns how many.
+
+    A worker still processing one of them loses its lease and writes nothing.
+    """
+    by_tenant: dict[int, list[str]] = {}
+    for document in documents:
+        by_tenant.setdefault(document.tenant_id, []).append(document.external_id)
+    tenants = Tenant.objects.in_bulk(list(by_tenant))
+    deleted = 0
+    with transaction.atomic():
+        for tenant_id, external_ids in by_tenant.items():
+            for start in range(0, len(external_ids), limits.MAX_DOCUMENTS_PER_INGEST):
+                batch = external_ids[start : start + limits.MAX_DOCUMENTS_PER_INGEST]
+                deleted += document_delete(tenant=tenants[tenant_id], document_ids=batch, actor=actor)
+    return deleted
+
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
+
+
+def demo_corpus_ingest(*, tenant: Tenant, actor: str = "demo") -> int:
+    """Index the Markdown files in ``knowledge/demo`` (about Quarry itself) into ``tenant``.
+
+    Re-running is cheap: unchanged chunks are not embedded again.
+    """
+    documents = []
+    for path in sorted(DEMO_DIR.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), path.stem)
+        documents.append(rag.RAGDocument(f"demo/{path.stem}", text, title=title, uri=f"quarry:demo/{path.name}", metadata={"source": "demo"}))
+    return document_ingest(tenant=tenant, documents=documents, actor=actor)
+
+
+# --- Internals ---------------------------------------------------------------------------------------
+
+
+def _lock_or_create(tenant: Tenant, external_id: str) -> Document:
+    document, _ = Document.objects.select_for_update().get_or_create(
+        tenant=tenant, external_id=external_id, defaults={"status": DocumentStatus.QUEUED}
+    )
+    document.tenant = tenant
+    return document
+
+
+def _reload(documents: Sequence[Document]) -> list[Document]:
+    by_pk = Document.objects.select_related("tenant").in_bulk([d.pk for d in documents])
+    return [by_pk[d.pk] for d in documents]
+
+
+def _store_upload(tenant: Tenant, upload: UploadedFile) -> str:
+    """Save the file under uploads/<tenant>/<yyyy>/<mm>/ with an unguessable prefix; returns its name."""
+    name = document_id_from_filename(upload.name or "upload")[:120]
+    folder = timezone.now().strftime(f"uploads/{tenant.slug}/%Y/%m")
+    upload.seek(0)
+    return default_storage.save(f"{folder}/{uuid.uuid4().hex[:12]}-{name}", upload)
+
+
+def _use_text_source(document: Document, text: str) -> list[str]:
+    """Make pasted ``text`` the document's source, dropping any stored file once the transaction
+    commits; returns the fields set (the caller saves them)."""
+    _forget_source_on_commit(document)
+    document.source_text = text.replace("\x00", "")
+    document.source_file = ""
+    document.source_name = ""
+    document.source_content_type = ""
+    document.source_size = 0
+    return ["source_text", "source_file", "source_name", "source_content_type", "source_size"]
+
+
+def _forget_source_on_commit(document: Document) -> None:
+    if document.pk and document.source_file:
+        _delete_files_on_commit([document.source_file.name])
+
+
+def _delete_files_on_commit(names: Sequence[str]) -> None:
+    names = [n for n in names if n]
+    if names:
+        transaction.on_commit(lambda: [default_storage.delete(n) for n in names], robust=True)
+
+
+def _check_document_id(value: object, field: str) -> str:
+    if not isinstance(value, str) or not limits.DOCUMENT_ID_RE.match(value):
+        raise DocumentInputError(field, f"{str(value)[:80]!r} is not a valid document id (letters, digits, ._:/@+=-; at most 200)")
+    return value
+
+
+def _check_metadata(metadata: Mapping[str, object] | None) -> dict[str, object]:
+    try:
+        return dict(check_metadata(metadata))
+    except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+        raise DocumentInputError(exc.field, exc.message) from None
+
+
+def _check_title_uri(title: str, uri: str) -> None:
+    if len(title) > limits.MAX_TITLE_CHARS:
+        raise DocumentInputError("title", f"at most {limits.MAX_TITLE_CHARS} characters, got {len(title)}")
+    if len(uri) > limits.MAX_URI_CHARS:
+        raise DocumentInputError("uri", f"at most {limits.MAX_URI_CHARS} characters, got {len(uri)}")

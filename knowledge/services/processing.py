@@ -1,0 +1,272 @@
+"""The background worker: claim a document, extract, chunk, embed, and swap its chunks in.
+
+Faults:
+
+- A worker writes only while it still holds the lease and nobody asked to cancel: both
+  are checked under a row lock in the same transaction as the chunk swap (a
+  ``GuardedBackend``), so a cancelled, deleted, superseded or reclaimed document is
+  never overwritten by a worker that lost it.
+- A killed worker stops renewing its lease; ``knowledge.services.reclaim`` re-queues it.
+- Embedding-provider errors are retried per batch with exponential backoff
+  (``QUARRY_EMBEDDING_RETRIES``), then the document fails with the provider's message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from enum import Enum
+from typing import Literal
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import DatabaseError, connection, transaction
+from django.db.models.functions import Now
+
+from knowledge import rag
+from knowledge.extraction import ExtractionError, extract
+from knowledge.models import Document
+from knowledge.rag import limits
+from knowledge.rag.types import Embedder
+from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
+from knowledge.services import state
+
+logger = logging.getLogger(__name__)
+
+DEFAULT: Literal["default"] = "default"
+EmbedderChoice = Embedder | None | Literal["default"]
+
+# Progress: extraction is the first tenth, embedding most of the rest; the chunk swap sets 1.
+_EXTRACTED = 0.1
+_EMBEDDED = 0.95
+
+
+class Outcome(str, Enum):
+    """What one ``document_process`` call did (stored as the django-q2 task result)."""
+
+    READY = "ready"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REQUEUED = "requeued"  # a newer request arrived while it ran: it runs again
+    SKIPPED = "skipped"  # nothing to claim: done already, or another worker holds it
+    LOST = "lost"  # the lease was lost (reclaimed, deleted): the new holder decides
+
+
+class _Stop(Exception):
+    """Raised inside the ingest to abandon it without writing."""
+
+
+class _Cancelled(_Stop):
+    pass
+
+
+class _LeaseLost(_Stop):
+    pass
+
+
+class _Failure(Exception):
+    """A reason to fail the document, already phrased for the editor."""
+
+
+def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) -> Outcome:
+    """Claim the document and, if the claim succeeds, extract, chunk, embed and swap its chunks.
+
+    Idempotent: a document that is not queued (or whose lease has not expired) is
+    skipped, so a duplicate or late task does nothing. Expected failures are recorded
+    on the row and returned as ``Outcome.FAILED``; a database error propagates (the lease
+    then expires and the reclaim task retries the document).
+    """
+    claim = state.claim(document_pk)
+    if claim is None:
+        return Outcome.SKIPPED
+    document = claim.document
+    label = state.document_label(document)
+    landed: list[Outcome] = []  # set by the guarded write, in its transaction
+    error: str | None = None
+    cancelled = False
+    with _LeaseKeeper(document.pk, claim.lease_id) as keeper:
+        try:
+            source = _source_document(document, label)
+            keeper.report(_EXTRACTED)
+            keeper.check()
+            service = _worker_service(claim, embedder, landed)
+            async_to_sync(service.ingest)(
+                [source], actor=document.requested_by or None,
+                on_progress=lambda fraction: keeper.report(_EXTRACTED + (_EMBEDDED - _EXTRACTED) * fraction, check=True),
+            )
+        except _Cancelled:
+            cancelled = True
+        except _LeaseLost:
+            return Outcome.LOST
+        except _Failure as exc:
+            error = str(exc)
+        except ExtractionError as exc:
+            error = str(exc)
+        except rag.EmbedderError as exc:
+            error = f"{label} could not be indexed because the embedding model failed: {exc}"
+        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+            error = f"{label} could not be indexed: {exc.message}"
+        except rag.RAGError as exc:
+            error = f"{label} could not be indexed: {exc}"
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            logger.exception("processing document %s (%s) failed", document.pk, label)
+            error = f"{label} could not be processed because of an internal error ({type(exc).__name__}); the details are in the worker log"
+    if landed:
+        return landed[0]
+    return _finish_unlanded(claim, error=error, cancelled=cancelled)
+
+
+def _source_document(document: Document, label: str) -> rag.RAGDocument:
+    """The version to index: pasted text, else the stored file, else the current text."""
+    title: str | None = None
+    if document.source_text.strip():
+        text = document.source_text
+    elif document.source_file:
+        data = _read_source(document, label)
+        extracted = extract(
+            data, filename=document.source_name or document.source_file.name,
+            content_type=document.source_content_type or None, max_bytes=settings.QUARRY_UPLOAD_MAX_BYTES,
+        )
+        text, title = extracted.text, extracted.title
+    elif document.text.strip():
+        text = document.text
+    else:
+        raise _Failure(f"{label} has no stored source to process; upload the file or paste the text again")
+    if len(text) > limits.MAX_CHARS_PER_DOCUMENT:
+        raise _Failure(f"{label} has {len(text):,} characters of text, over the limit of {limits.MAX_CHARS_PER_DOCUMENT:,} per document")
+    title = (document.title or title or document.source_name)[: limits.MAX_TITLE_CHARS] or None
+    try:
+        return rag.RAGDocument(document.external_id, text, title=title, uri=document.uri or None, metadata=document.metadata or {})
+    except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+        raise _Failure(f"{label} could not be indexed: {exc.field}: {exc.message}") from None
+
+
+def _read_source(document: Document, label: str) -> bytes:
+    name = document.source_file.name
+    try:
+        size = default_storage.size(name)
+        if size > settings.QUARRY_UPLOAD_MAX_BYTES:
+            raise _Failure(f"{label} is {limits.describe_bytes(size)}, over the upload limit of {limits.describe_bytes(settings.QUARRY_UPLOAD_MAX_BYTES)}")
+        with default_storage.open(name, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise _Failure(f"{label}: the uploaded file is missing from storage; upload it again") from None
+
+
+def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome]) -> rag.RAGService:
+    """The tenant's RAG service, with a retrying embedder and a backend that writes only for the lease holder."""
+    document = claim.document
+
+    def before() -> None:
+        row = Document.objects.select_for_update().filter(pk=document.pk).values_list("lease_id", "cancel_requested").first()
+        if row is None or row[0] != claim.lease_id:
+            raise _LeaseLost()
+        if row[1]:
+            raise _Cancelled()
+
+    def after() -> None:
+        # The backend has just set status=ready with the new chunks, in this transaction.
+        done = Document.objects.filter(pk=document.pk, generation=document.generation).update(
+            lease_id="", lease_expires_at=None, finished_at=Now(), cancel_requested=False,
+        )
+        if done:
+            landed.append(Outcome.READY)
+            return
+        # A newer request arrived while this one ran: what landed is superseded, go again.
+        state.requeue_now(document.pk)
+        landed.append(Outcome.REQUEUED)
+
+    base = rag.tenant_service(document.tenant.slug, embedder=embedder)
+    model = None
+    if base.embedder is not None:
+        model = RetryingEmbedder(base.embedder, retries=settings.QUARRY_EMBEDDING_RETRIES,
+                                 delay_seconds=settings.QUARRY_EMBEDDING_RETRY_DELAY_MS / 1000)
+    return rag.service(GuardedBackend(base.backend, before=before, after=after), model, base.chunker, namespace=document.tenant.slug)
+
+
+def _finish_unlanded(claim: state.Claim, *, error: str | None, cancelled: bool) -> Outcome:
+    """Record a run that wrote nothing: failed, cancelled, or re-queued for a newer request."""
+    with transaction.atomic():
+        row = Document.objects.select_for_update().filter(pk=claim.document.pk).first()
+        if row is None or row.lease_id != claim.lease_id:
+            return Outcome.LOST
+        # The latest action wins: a cancel request is cleared by any later request.
+        if row.cancel_requested:
+            state.fail_now(row, actor=row.requested_by, error=row.error or state.cancel_message(row, "an editor"), bump=False)
+            return Outcome.CANCELLED
+        if row.generation != claim.document.generation:
+            state.requeue_now(row.pk)  # this run's failure concerned an older request
+            return Outcome.REQUEUED
+        if cancelled:
+            state.fail_now(row, actor=row.requested_by, error=state.cancel_message(row, "an editor"), bump=False)
+            return Outcome.CANCELLED
+        state.fail_now(row, actor=row.requested_by, error=error or f"{state.document_label(row)} could not be processed", bump=False)
+        return Outcome.FAILED
+
+
+class _LeaseKeeper:
+    """While the worker computes, a thread renews its lease and writes its progress.
+
+    The work itself runs on the event loop (the ingest) or in long blocking calls
+    (extraction), where the ORM cannot be used; this thread has its own connection.
+    It also notices a cancel request or a lost lease; ``check()`` then raises inside
+    the work, which abandons it before anything is written.
+    """
+
+    def __init__(self, document_pk: int, lease_id: str) -> None:
+        self.document_pk = document_pk
+        self.lease_id = lease_id
+        self.lease_seconds = settings.QUARRY_DOCUMENT_LEASE_SECONDS
+        self.interval = min(1.0, self.lease_seconds / 3)
+        self._progress = 0.0
+        self._stop: type[_Stop] | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lease-document-{document_pk}", daemon=True)
+
+    def __enter__(self) -> _LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(timeout=30)
+
+    def report(self, fraction: float, *, check: bool = False) -> None:
+        """Record progress (0..1; never moves backwards). Called from any thread, never blocks."""
+        self._progress = max(self._progress, min(1.0, max(0.0, fraction)))
+        if check:
+            self.check()
+
+    def check(self) -> None:
+        if self._stop is not None:
+            raise self._stop()
+
+    def _run(self) -> None:
+        try:
+            while not self._done.wait(self.interval):
+                self._beat()
+        finally:
+            connection.close()  # this thread's own connection
+
+    def _beat(self) -> None:
+        table = Document._meta.db_table
+        try:
+            with connection.cursor() as cursor:
+                # One statement renews the lease, writes progress and reads the cancel flag.
+                cursor.execute(
+                    f"UPDATE {table} SET lease_expires_at = now() + make_interval(secs => %s), progress = %s "
+                    "WHERE id = %s AND lease_id = %s RETURNING cancel_requested",
+                    [self.lease_seconds, round(self._progress, 4), self.document_pk, self.lease_id],
+                )
+                row = cursor.fetchone()
+        except DatabaseError as exc:
+            # Keep trying: if the database stays away the lease lapses and the work is reclaimed.
+            logger.warning("lease heartbeat for document %s failed: %s", self.document_pk, exc)
+            return
+        if row is None:
+            self._stop = _LeaseLost
+        elif row[0]:
+            self._stop = _Cancelled

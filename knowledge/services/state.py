@@ -1,0 +1,135 @@
+"""A document's pipeline state: who may process it, and the transitions between states.
+
+Status of a document (the latest request for it):
+
+- ``queued``: an upload, edit, re-index or retry is waiting for a worker.
+- ``processing``: a worker holds a *lease* on it (``lease_id``, ``lease_expires_at``) and
+  renews it from a heartbeat while it extracts, chunks and embeds.
+- ``ready``: the requested version is indexed. The backend sets this in the same
+  transaction that swaps the chunks, so a reader never sees a half-indexed document.
+- ``failed``: the request did not land; ``error`` says why in a sentence naming the file.
+  Cancelled work ends here too. Previous chunks are never touched by a failure:
+  ``version`` and ``chunk_count`` say what is still searchable.
+
+Every request bumps ``generation``; a worker that finishes an older generation re-queues
+the document in the same transaction, so concurrent requests end in the latest one.
+The transitions themselves are ``DocumentQuerySet`` methods (conditional UPDATEs); the
+functions here lock rows in a fixed order and enqueue the worker's task on commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django_q.models import Schedule
+from django_q.tasks import async_task
+
+from knowledge.models import Document
+
+PROCESS_TASK = "knowledge.tasks.process_document"
+RECLAIM_TASK = "knowledge.tasks.reclaim_documents"
+RECLAIM_SCHEDULE_NAME = "knowledge: reclaim stalled documents"  # also created by migration 0005
+TASK_GROUP = "knowledge-documents"
+
+
+@dataclass(frozen=True)
+class Claim:
+    document: Document  # as it was when claimed: the source, title, metadata and generation to process
+    lease_id: str
+
+
+def task_timeout() -> int:
+    return int(settings.Q_CLUSTER.get("timeout") or 600)  # type: ignore[union-attr]
+
+
+def requeue_after() -> int:
+    # A queued document unclaimed for this long lost its queue entry: by then even the ORM
+    # broker would have redelivered it.
+    return int(settings.Q_CLUSTER.get("retry") or task_timeout() + 60)  # type: ignore[union-attr]
+
+
+def claim(document_pk: int) -> Claim | None:
+    """Take the document with one conditional UPDATE: queued, or processing with an expired lease."""
+    lease_id = uuid.uuid4().hex
+    taken = Document.objects.filter(pk=document_pk).claim(
+        lease_id=lease_id, lease_seconds=settings.QUARRY_DOCUMENT_LEASE_SECONDS,
+        max_attempts=settings.QUARRY_DOCUMENT_MAX_ATTEMPTS,
+    )
+    if not taken:
+        return None
+    document = Document.objects.select_related("tenant").filter(pk=document_pk, lease_id=lease_id).first()
+    return Claim(document, lease_id) if document is not None else None
+
+
+def request_processing(pks: Sequence[int], *, actor: str) -> int:
+    """Record a new request for each document and enqueue its task on commit (inside a transaction).
+
+    A document a live worker holds stays ``processing`` with that worker, which re-queues it
+    when it sees the new generation; every other document becomes ``queued``.
+    """
+    if not pks:
+        return 0
+    # Lock in primary-key order first: two bulk requests over overlapping rows cannot deadlock.
+    locked = list(Document.objects.select_for_update().filter(pk__in=list(pks)).order_by("pk").values_list("pk", flat=True))
+    count = Document.objects.filter(pk__in=locked).mark_requested(actor=actor, requeue_after=requeue_after())
+    enqueue_on_commit(locked)
+    return count
+
+
+def requeue_now(pk: int) -> None:
+    """Release the lease and queue the document again for the request now on it."""
+    Document.objects.filter(pk=pk).mark_queued(requeue_after=requeue_after())
+    enqueue_on_commit([pk])
+
+
+def fail_now(document: Document, *, actor: str, error: str, bump: bool = True) -> None:
+    """Fail the latest request at once (any worker on it loses its lease and writes nothing)."""
+    Document.objects.filter(pk=document.pk).mark_failed(actor=actor, error=error, bump=bump)
+
+
+def enqueue_on_commit(pks: Sequence[int]) -> None:
+    """Queue the worker's task for each document once the transaction commits."""
+    if not pks:
+        return
+    pks = list(pks)
+
+    def send() -> None:
+        reclaim_schedule_ensure()
+        for pk in pks:
+            async_task(PROCESS_TASK, pk, group=TASK_GROUP)
+
+    # robust: a broker outage must not turn a saved upload into an error page; the
+    # documents stay queued and the reclaim task re-sends them.
+    transaction.on_commit(send, robust=True)
+
+
+def reclaim_schedule_ensure() -> None:
+    """Create the every-minute reclaim ``Schedule`` unless it exists (race-free).
+
+    Migration 0005 creates it; this puts it back should it be deleted (by an operator,
+    or a test flushing the tables), and runs whenever work is queued.
+    """
+    if Schedule.objects.filter(name=RECLAIM_SCHEDULE_NAME).exists():
+        return
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Schedule.name is not unique: serialize creators so there is exactly one.
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [RECLAIM_SCHEDULE_NAME])
+        if not Schedule.objects.filter(name=RECLAIM_SCHEDULE_NAME).exists():
+            Schedule.objects.create(name=RECLAIM_SCHEDULE_NAME, func=RECLAIM_TASK, schedule_type=Schedule.MINUTES, minutes=1, repeats=-1)
+
+
+def document_label(document: Document) -> str:
+    """How messages name a document: its file name, else its title, else its id."""
+    return document.source_name or document.title or document.external_id
+
+
+def previous_note(document: Document) -> str:
+    return "The previous version stays searchable." if document.version else "Nothing was indexed."
+
+
+def cancel_message(document: Document, actor: str) -> str:
+    return f"{document_label(document)} was cancelled by {actor} before it finished. {previous_note(document)}"

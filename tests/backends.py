@@ -1,0 +1,34 @@
+"""Backends standing in for a datastore at the far side of the network (configured through
+``settings.QUARRY_RAG_BACKEND``, never by patching Quarry's own backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import OperationalError
+
+
+class UnreachableDatabase:
+    """A RAG backend whose server went away: every call fails as a dropped connection does."""
+
+    def _gone(self) -> OperationalError:
+        return OperationalError("server closed the connection unexpectedly")
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def replace(self, namespace: str, documents: Sequence[Any], *, actor: str | None, trigger: str) -> int:
+        raise self._gone()
+
+    async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: str) -> int:
+        raise self._gone()
+
+    async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[Any]:
+        raise self._gone()
+
+    async def search(self, query: Any) -> list[Any]:
+        raise self._gone()
