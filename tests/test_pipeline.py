@@ -8,6 +8,7 @@ test uses the real local model end to end.
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
@@ -465,6 +467,33 @@ def test_concurrent_reindex_requests_end_in_one_consistent_version(world: World,
     assert len(chunks) == document.chunk_count and [c.ordinal for c in chunks] == list(range(len(chunks)))
     assert all(document.text[c.start_char : c.end_char] == c.text for c in chunks)
     assert (document.lease_id, document.lease_expires_at) == ("", None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cli_ingest_while_a_worker_holds_the_document_wins(world: World, provider: FakeOpenAI, tmp_path: Path) -> None:
+    """The CLI writes through the same superseding door as the API: the worker that held the
+    older version loses its lease and never lands it over the newer one."""
+    document = paste(world, "notes.md", "The worker's older version mentions granite.")
+    newer = tmp_path / "notes.md"
+    newer.write_text("# Notes\n\nThe newer version from the shell mentions basalt.\n", encoding="utf-8")
+    ingested: list[str] = []
+
+    def ingest_mid_way(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+        if not ingested:  # the worker holds its lease and is embedding now
+            assert reload(document).status == "processing"
+            out = io.StringIO()
+            call_command("ingest", str(newer), "--tenant", "acme", stdout=out, stderr=io.StringIO())
+            ingested.append(out.getvalue())
+        return embeddings_route(server, request)
+
+    provider.routes["/v1/embeddings"] = db_route(ingest_mid_way)
+    assert process(document, provider) is Outcome.LOST
+    assert "1 documents" in ingested[0]
+    document = reload(document)
+    assert (document.status, document.version, document.lease_id) == ("ready", 1, "")
+    assert "basalt" in document.text and document.source_text == ""
+    assert keyword_hits(world, "granite") == [] and keyword_hits(world, "basalt") == ["notes.md:0"]
+    assert process(document, provider) is Outcome.SKIPPED  # nothing left to do: the newest version stands
 
 
 # --- Synchronous ingest (REST JSON) -----------------------------------------------------------------

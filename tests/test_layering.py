@@ -1,0 +1,182 @@
+"""The dependency direction of DESIGN section 1, checked on every import of the product's code.
+
+Inside an app: models -> selectors (reads) -> services (writes) -> interfaces (api, views,
+consumers, tasks, admin, commands). ``knowledge.rag`` is the typed RAG API between the
+models and the selectors. ``chat`` imports ``knowledge.rag`` (and ``knowledge.models``
+for reads it must do) only; ``knowledge`` and ``accounts`` never import ``chat``; only
+the wiring in ``config`` (URLs, routing, ASGI) imports the apps.
+
+``ALLOWED`` is the whole list of permitted edges between components; an import that is
+not in it (at module level or inside a function) fails the test, and so does a module
+that no component claims.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.servers import ROOT
+
+APPS = ("accounts", "knowledge", "chat", "config")
+
+# Module prefix -> component. The longest matching prefix wins.
+COMPONENTS: dict[str, str] = {
+    "accounts.models": "accounts.models",
+    "accounts.selectors": "accounts.selectors",
+    "accounts.services": "accounts.services",
+    "accounts.access": "accounts.access",  # THE tenant resolution, for every way in
+    "accounts.web": "accounts.web",  # what every HTML page shares
+    "accounts.permissions": "accounts.access",
+    "accounts.authentication": "accounts.interfaces",
+    "accounts.api": "accounts.interfaces",
+    "accounts.views": "accounts.interfaces",
+    "accounts.admin": "accounts.interfaces",
+    "accounts.urls": "accounts.interfaces",
+    "accounts.management": "accounts.interfaces",
+    "accounts.apps": "accounts.interfaces",
+    "accounts": "accounts.interfaces",
+    "knowledge.models": "knowledge.models",
+    "knowledge.rag": "knowledge.rag",
+    "knowledge.extraction": "knowledge.extraction",
+    "knowledge.highlight": "knowledge.highlight",
+    "knowledge.selectors": "knowledge.selectors",
+    "knowledge.services": "knowledge.services",
+    "knowledge.evaluation": "knowledge.services",
+    "knowledge.forms": "knowledge.forms",
+    "knowledge.api": "knowledge.interfaces",
+    "knowledge.views": "knowledge.interfaces",
+    "knowledge.admin": "knowledge.interfaces",
+    "knowledge.tasks": "knowledge.interfaces",
+    "knowledge.urls": "knowledge.interfaces",
+    "knowledge.management": "knowledge.interfaces",
+    "knowledge.apps": "knowledge.interfaces",
+    "knowledge": "knowledge.interfaces",
+    "chat.models": "chat.models",
+    "chat.events": "chat.events",  # event, response and error types: no logic
+    "chat.prompting": "chat.prompting",
+    "chat.llm": "chat.llm",
+    "chat.selectors": "chat.selectors",
+    "chat.services": "chat.services",
+    "chat.pipeline": "chat.pipeline",  # the one answer generator
+    "chat.agent": "chat.agent",
+    "chat.checks": "chat.interfaces",
+    "chat.api": "chat.interfaces",
+    "chat.views": "chat.interfaces",
+    "chat.consumers": "chat.interfaces",
+    "chat.urls": "chat.interfaces",
+    "chat.management": "chat.interfaces",
+    "chat.apps": "chat.interfaces",
+    "chat": "chat.interfaces",
+    "config.urls": "config.wiring",
+    "config.routing": "config.wiring",
+    "config.asgi": "config.wiring",
+    "config": "config.framework",  # settings, env, errors, middleware, embedded database, serve
+}
+
+_ACCOUNTS_READS = {"accounts.models", "accounts.selectors"}
+_RAG = {"knowledge.rag", "knowledge.models", "accounts.models"}
+
+ALLOWED: dict[str, set[str]] = {
+    "accounts.models": set(),
+    "accounts.selectors": {"accounts.models"},
+    "accounts.services": {"accounts.models"},
+    "accounts.access": _ACCOUNTS_READS,
+    "accounts.web": _ACCOUNTS_READS | {"accounts.access"},
+    "accounts.interfaces": _ACCOUNTS_READS | {"accounts.services", "accounts.access", "accounts.web", "config.framework"},
+    "knowledge.models": set(),
+    "knowledge.rag": {"knowledge.models", "accounts.models"},
+    "knowledge.extraction": {"knowledge.rag"},
+    "knowledge.highlight": set(),
+    "knowledge.selectors": _RAG,
+    "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction"},
+    "knowledge.forms": _RAG | {"knowledge.services"},
+    "knowledge.interfaces": _RAG | {
+        "knowledge.selectors", "knowledge.services", "knowledge.extraction", "knowledge.forms", "knowledge.highlight",
+        "accounts.selectors", "accounts.services", "accounts.access", "accounts.web", "config.framework",
+    },
+    "chat.models": set(),
+    "chat.events": {"config.framework"},
+    "chat.prompting": {"knowledge.rag"},
+    "chat.llm": {"chat.events"},
+    "chat.selectors": {"chat.models", "chat.prompting", "accounts.models"},
+    "chat.services": {"chat.models", "accounts.models"},
+    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services"},
+    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services"},
+    "chat.interfaces": _RAG | {
+        "chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "chat.pipeline",
+        "chat.agent", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
+    },
+    "config.framework": set(),
+    "config.wiring": {"config.framework", "accounts.interfaces", "knowledge.interfaces", "chat.interfaces"},
+}
+
+
+def component(module: str) -> str | None:
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        found = COMPONENTS.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    return None
+
+
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
+    """``(line, module imported)`` for every import of our own packages in ``path``, nested ones included."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:
+                # ``from knowledge import rag`` imports the module knowledge.rag; ``from x import Name`` imports x.
+                target = f"{base}.{alias.name}"
+                found.append((node.lineno, target if _is_module(target) else base))
+    return [(line, name) for line, name in found if name.split(".")[0] in APPS]
+
+
+def product_modules() -> list[tuple[Path, str]]:
+    modules = []
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue  # generated, and frozen in time: they must not change when the code does
+            dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            modules.append((path, dotted.removesuffix(".__init__")))
+    return modules
+
+
+def test_every_module_belongs_to_a_component() -> None:
+    unclaimed = [dotted for _, dotted in product_modules() if component(dotted) is None]
+    assert unclaimed == []
+    assert set(COMPONENTS.values()) == set(ALLOWED)
+
+
+def test_no_import_goes_against_the_dependency_direction() -> None:
+    violations = []
+    for path, dotted in product_modules():
+        source = component(dotted)
+        for line, imported in imports_of(path, dotted):
+            target = component(imported)
+            if target is not None and target != source and target not in ALLOWED[source]:
+                violations.append(f"{path.relative_to(ROOT)}:{line} ({source}) imports {imported} ({target})")
+    assert violations == [], "\n".join(violations)
+
+
+def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
+    """The test above could pass by seeing nothing: show it reads nested and relative imports."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from knowledge.services import documents\n    from .rag import types\n")
+    assert imports_of(probe, "knowledge.selectors") == [(2, "knowledge.services.documents"), (3, "knowledge.rag.types")]
+    assert component("knowledge.services.documents") not in ALLOWED["knowledge.selectors"]
+    assert "knowledge.services" not in ALLOWED["chat.pipeline"] and "chat.pipeline" not in ALLOWED["chat.agent"]
