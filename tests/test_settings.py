@@ -111,3 +111,18 @@ def test_embedding_variables_become_the_embedder_setting() -> None:
     assert run(QUARRY_EMBEDDING_MODEL="ollama/nomic-embed-text", QUARRY_EMBEDDING_DIMENSION="768", QUARRY_EMBEDDING_BATCH_SIZE="8") == (
         "{'CLASS': 'knowledge.rag.embedding.LiteLLMEmbedder', 'OPTIONS': {'model': 'ollama/nomic-embed-text', 'dimension': 768, 'batch_size': 8}}"
     )
+
+
+def test_the_development_file_fills_in_only_when_debug_and_secret_key_are_unset(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from config.development import load_development_env, write_development_env
+
+    env = {"QUARRY_DATA_DIR": str(tmp_path)}
+    path = write_development_env(env)
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    first = path.read_text()
+    assert write_development_env(env) == path and path.read_text() == first  # written once, never rotated
+    assert load_development_env(env) and env["DEBUG"] == "1" and len(env["SECRET_KEY"]) >= 50
+    for explicit in ({"DEBUG": "0"}, {"SECRET_KEY": GOOD_KEY}):
+        production = {"QUARRY_DATA_DIR": str(tmp_path), **explicit}
+        assert not load_development_env(production) and set(production) == {"QUARRY_DATA_DIR", *explicit}
+    assert not load_development_env({"QUARRY_DATA_DIR": str(tmp_path / "elsewhere")})

@@ -13,6 +13,7 @@ from django.db import transaction
 from accounts.models import Role
 from accounts.selectors import api_token_for_secret
 from accounts.services import api_token_create, membership_ensure, tenant_create, user_ensure
+from config.serve import banner
 
 
 class Command(BaseCommand):
@@ -45,18 +46,4 @@ class Command(BaseCommand):
         with os.fdopen(fd, "w") as fh:
             json.dump(saved, fh, indent=2)
         if not quiet:
-            base = f"http://127.0.0.1:{settings.PORT}"
-            self.stdout.write(
-                "\n".join(
-                    [
-                        "",
-                        "Quarry is starting:",
-                        f"  web chat   {base}/",
-                        f"  admin      {base}/admin/   login {username} / {password}",
-                        f"  API docs   {base}/v1/docs",
-                        f"  API token  {token}   (tenant {tenant.slug}, role admin)",
-                        f"  try        curl -H 'Authorization: Bearer {token}' {base}/v1/me",
-                        "",
-                    ]
-                )
-            )
+            self.stdout.write(banner(saved, f"http://127.0.0.1:{settings.PORT}"))
