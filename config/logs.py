@@ -13,7 +13,11 @@ import re
 # uvicorn's access lines: '%s - "%s %s HTTP/%s" %d' with (client, method, path, version, status).
 ROUTINE_PATHS = re.compile(r"^/(healthz|readyz|static/|favicon|admin/knowledge/document/progress/)")
 # django-q2's per-task lines; its failures ("Failed ...") are ERROR and stay.
-ROUTINE_TASK_LINES = re.compile(r"( processing |^Processed |created task .* from schedule|^Enqueued )")
+# Also the start-up line of each of its processes; the cluster's own "starting" / "running" stay.
+ROUTINE_TASK_LINES = re.compile(
+    r"( processing |^Processed |created task .* from schedule|^Enqueued | ready for work at | monitoring at "
+    r"| guarding cluster | pushing tasks at )"
+)
 
 
 class _Demote(logging.Filter):

@@ -15,10 +15,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 from config.development import load_development_env
 
@@ -59,6 +61,19 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _forward(stream: IO[bytes] | None, ready: threading.Event) -> None:
+    """Copy the worker's log to our stderr; set ``ready`` once its cluster says it is running."""
+    if stream is None:
+        ready.set()
+        return
+    for line in iter(stream.readline, b""):
+        sys.stderr.buffer.write(line)
+        sys.stderr.flush()
+        if b"] running." in line:  # django-q2: "Q Cluster <name> [<queue>] running."
+            ready.set()
+    ready.set()  # the worker ended: main() notices and stops
+
+
 def main() -> int:
     load_development_env()  # the same DEBUG and SECRET_KEY as the README's manage.py commands
     port = int(os.environ.get("PORT", "8000"))
@@ -72,16 +87,23 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    worker_ready = threading.Event()
     for name, argv in _commands(port, host).items():
         # Own process group: the terminal's Ctrl-C reaches us once, and we stop children in order.
-        children[name] = subprocess.Popen(argv, start_new_session=True)
+        if name == "worker":
+            # Its log passes through us, so the banner can wait for the cluster to be running.
+            child = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.PIPE)
+            threading.Thread(target=_forward, args=(child.stderr, worker_ready), daemon=True).start()
+        else:
+            child = subprocess.Popen(argv, start_new_session=True)
+        children[name] = child
     status = 0
     announced = False
     base = f"http://{host}:{port}"
     demo = Path(os.environ.get("QUARRY_DATA_DIR") or Path(__file__).resolve().parent.parent / "var") / "demo.json"
     try:
         while not stopping:
-            if not announced and _answers(f"{base}/healthz"):
+            if not announced and worker_ready.is_set() and _answers(f"{base}/healthz"):
                 announced = True
                 saved = json.loads(demo.read_text()) if demo.exists() else {}
                 print(banner(saved, base) if saved else f"Quarry is running on {base}/", flush=True)
