@@ -2,9 +2,9 @@
 
 ``agent_stream`` (a new run) and ``agent_resume_stream`` (a run claimed with
 ``agent_run_claim``) are the async generators every transport forwards (SSE,
-WebSocket); ``run_agent`` / ``resume_agent`` collect them into the JSON
-response. None of them checks access: callers pass a session (and run) they
-loaded through the access helper for the caller's tenant and principal.
+WebSocket); ``collect_agent`` turns one into the JSON response. None of them
+checks access: callers pass a session (and run) they loaded through the access
+helper for the caller's tenant and principal.
 
 Bounds of one invocation: at most ``max_steps`` tool-using steps, then one turn
 without tools to write the answer (``max_steps``); a call identical to an
@@ -86,7 +86,7 @@ def agent_greeting(*, tenant_name: str) -> str:
 
 
 class AgentFailed(Exception):
-    """``run_agent`` / ``resume_agent`` ended without an answer; ``error`` is the normalized error (with ``run_id``)."""
+    """``collect_agent``'s stream ended without an answer; ``error`` is the normalized error (with ``run_id``)."""
 
     def __init__(self, error: AgentErrorData) -> None:
         super().__init__(error["error"])
@@ -175,18 +175,6 @@ async def collect_agent(events: AsyncIterator[AgentEvent]) -> AgentResponse:
             if event["event"] == "error":
                 raise AgentFailed(event["data"])  # type: ignore[arg-type]
     raise AgentFailed({"error": "internal_error", "detail": AGENT_ERRORS["internal_error"]})  # pragma: no cover
-
-
-async def run_agent(
-    *, session: ChatSession, prompt: str, max_steps: int = DEFAULT_MAX_STEPS, graph_search: bool = False
-) -> AgentResponse:
-    """``agent_stream`` collected into the JSON response; raises ``AgentFailed`` on an ``error`` event."""
-    return await collect_agent(agent_stream(session=session, prompt=prompt, max_steps=max_steps, graph_search=graph_search))
-
-
-async def resume_agent(*, session: ChatSession, run: AgentRun) -> AgentResponse:
-    """``agent_resume_stream`` collected into the JSON response; raises ``AgentFailed`` on an ``error`` event."""
-    return await collect_agent(agent_resume_stream(session=session, run=run))
 
 
 class _Invocation:
