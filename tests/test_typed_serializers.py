@@ -57,7 +57,8 @@ def test_each_annotation_becomes_its_field() -> None:
     assert isinstance(fields["tags"], serializers.ListField) and isinstance(fields["tags"].child, serializers.CharField)
     assert isinstance(fields["center"], serializers.Serializer)
     assert isinstance(fields["center"].fields["x"], serializers.FloatField)
-    assert isinstance(fields["corners"], serializers.ListSerializer) and type(fields["corners"].child) is type(fields["center"])
+    assert isinstance(fields["corners"], serializers.ListSerializer)
+    assert type(fields["corners"].child) is type(fields["center"])
     assert isinstance(fields["extra"], serializers.JSONField)
 
 
@@ -103,7 +104,7 @@ def test_the_openapi_component_has_the_shape() -> None:
 
     schema = SchemaGenerator(patterns=[path("shape", ShapeApi.as_view())]).get_schema(request=None, public=True)
     component = schema["components"]["schemas"]["SchemaShape"]
-    assert set(component["properties"]) == {"id", "kind", "sides", "filled", "label", "tags", "center", "corners", "note", "extra"}
+    assert list(component["properties"]) == list(typed_serializer(Shape)().fields)
     assert sorted(component["required"]) == sorted(set(component["properties"]) - {"note"})
     assert component["properties"]["label"]["nullable"] is True
     assert component["properties"]["id"]["description"] == "The shape's id."

@@ -35,11 +35,18 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
-from chat.agent.events import AgentErrorData, AgentErrorEvent, AgentEvent, AgentResponse, ToolCallSummary, ToolResultData
+from chat.agent.events import (
+    AgentErrorData,
+    AgentErrorEvent,
+    AgentEvent,
+    AgentResponse,
+    ToolCallSummary,
+    ToolResultData,
+)
 from chat.agent.model import ToolCallRequest, TurnResult, stream_turn
 from chat.agent.selectors import agent_memory
 from chat.agent.services import RunProgress, agent_run_answer, agent_run_checkpoint, agent_run_start, agent_run_stop
-from chat.agent.tools import ParsedCall, Source, ToolOutcome, Toolbox, tool_specs
+from chat.agent.tools import ParsedCall, Source, Toolbox, ToolOutcome, tool_specs
 from chat.events import AGENT_ERRORS, Citation, Usage
 from chat.llm import CatalogError, ModelUnavailable, ReasoningDelta, TextDelta
 from chat.models import AgentRun, ChatSession, StopReason

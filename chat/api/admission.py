@@ -21,6 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.access import TenantContext, resolve_tenant_context
@@ -41,14 +42,18 @@ class AsyncEndpointApi(APIView):
     """Access rules and schema of an endpoint served by an async view (JSON or SSE).
 
     Only a reader is admitted; refusals are JSON even for a client that accepts
-    only text/event-stream. Subclasses declare ``post`` for the schema only: it
-    is never dispatched.
+    only text/event-stream. Subclasses document ``post`` with
+    ``@extend_schema_view(post=extend_schema(...))``.
     """
 
     permission_classes = [IsTenantReader]
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> tuple[Any, str]:
         return (JSONRenderer(), JSONRenderer.media_type)
+
+    def post(self, request: Request, **kwargs: Any) -> Response:  # pragma: no cover - never dispatched
+        """What the schema documents; ``admit`` runs this class's rules and the async view answers."""
+        raise exceptions.MethodNotAllowed("POST", detail="Served by an async view.")
 
 
 class ClosedInputSerializer(serializers.Serializer):

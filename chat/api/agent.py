@@ -15,7 +15,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -121,13 +121,12 @@ _AGENT_RESPONSES: dict[Any, Any] = {
 }
 
 
+@extend_schema_view(post=extend_schema(
+    request=AgentCompletionInputSerializer, responses=_AGENT_RESPONSES,
+    summary="Ask the retrieval agent a question (a new run)", description=AGENT_DESCRIPTION,
+))
 class AgentCompletionApi(AsyncEndpointApi):
     """Access rules and schema of ``POST /v1/agent/completions``; requests are served by ``agent_completions``."""
-
-    @extend_schema(request=AgentCompletionInputSerializer, responses=_AGENT_RESPONSES,
-                   summary="Ask the retrieval agent a question (a new run)", description=AGENT_DESCRIPTION)
-    def post(self, request: Request) -> Response:  # pragma: no cover - never dispatched
-        raise exceptions.MethodNotAllowed("POST", detail="Served by the async view agent_completions.")
 
 
 class RunNotResumableError(exceptions.APIException):
@@ -136,20 +135,17 @@ class RunNotResumableError(exceptions.APIException):
     default_detail = "This run has finished and cannot be resumed."
 
 
+@extend_schema_view(post=extend_schema(
+    request=AgentResumeInputSerializer,
+    responses={**_AGENT_RESPONSES, 409: OpenApiResponse(ChatErrorSerializer, description=(
+        "The run finished (run_finished) or is running (run_in_progress)."))},
+    summary="Continue an agent run that stopped before finishing",
+    description="Continues the run from its last completed step, with a fresh `max_steps` budget, the same bounds "
+                "and the same response (or stream) as POST /v1/agent/completions. Runs that finished "
+                "(completed, repeated_call, token_budget) answer 409.",
+))
 class AgentResumeApi(AsyncEndpointApi):
     """Access rules and schema of ``POST /v1/agent/runs/{run_id}/resume``; served by ``agent_run_resume``."""
-
-    @extend_schema(
-        request=AgentResumeInputSerializer,
-        responses={**_AGENT_RESPONSES, 409: OpenApiResponse(ChatErrorSerializer, description=(
-            "The run finished (run_finished) or is running (run_in_progress)."))},
-        summary="Continue an agent run that stopped before finishing",
-        description="Continues the run from its last completed step, with a fresh `max_steps` budget, the same bounds "
-                    "and the same response (or stream) as POST /v1/agent/completions. Runs that finished "
-                    "(completed, repeated_call, token_budget) answer 409.",
-    )
-    def post(self, request: Request, run_id: str) -> Response:  # pragma: no cover - never dispatched
-        raise exceptions.MethodNotAllowed("POST", detail="Served by the async view agent_run_resume.")
 
 
 @dataclass(frozen=True)
@@ -163,8 +159,8 @@ class AgentAdmission:
 
 
 def _agent_session(ctx: TenantContext, session_id: str) -> ChatSession:
-    sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal, kind=SessionKind.AGENT).select_related("tenant")
-    return get_for_tenant(sessions, tenant=ctx.tenant, public_id=session_id)
+    sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal, kind=SessionKind.AGENT)
+    return get_for_tenant(sessions.select_related("tenant"), tenant=ctx.tenant, public_id=session_id)
 
 
 def _admit_completion(request: Request, ctx: TenantContext) -> AgentAdmission:

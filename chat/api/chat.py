@@ -16,8 +16,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers, status
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -81,7 +81,8 @@ class ChatSessionInputSerializer(serializers.Serializer):
 class ChatSessionCreateApi(APIView):
     permission_classes = [IsTenantReader]
 
-    @extend_schema(request=ChatSessionInputSerializer, responses={201: ChatSessionOutputSerializer}, summary="Start a chat session")
+    @extend_schema(request=ChatSessionInputSerializer, responses={201: ChatSessionOutputSerializer},
+                   summary="Start a chat session")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
         session = chat_session_create(tenant=ctx.tenant, principal=ctx.principal)
@@ -124,22 +125,19 @@ ERROR_RESPONSES: dict[Any, Any] = {
 SSE_RESPONSE = OpenApiResponse(OpenApiTypes.STR, description="Server-Sent Events (stream: true).")
 
 
+@extend_schema_view(post=extend_schema(
+    request=ChatCompletionInputSerializer,
+    responses={
+        (200, "application/json"): ChatCompletionOutputSerializer,
+        (200, "text/event-stream"): SSE_RESPONSE,
+        **ERROR_RESPONSES,
+        503: OpenApiResponse(ChatErrorSerializer, description="The model or retrieval failed (stream: false)."),
+    },
+    summary="Ask a grounded question in a chat session",
+    description=SSE_DESCRIPTION,
+))
 class ChatCompletionApi(AsyncEndpointApi):
     """Access rules and schema of ``POST /v1/chat/completions``; requests are served by ``chat_completions``."""
-
-    @extend_schema(
-        request=ChatCompletionInputSerializer,
-        responses={
-            (200, "application/json"): ChatCompletionOutputSerializer,
-            (200, "text/event-stream"): SSE_RESPONSE,
-            **ERROR_RESPONSES,
-            503: OpenApiResponse(ChatErrorSerializer, description="The model or retrieval failed (stream: false)."),
-        },
-        summary="Ask a grounded question in a chat session",
-        description=SSE_DESCRIPTION,
-    )
-    def post(self, request: Request) -> Response:  # pragma: no cover - never dispatched
-        raise exceptions.MethodNotAllowed("POST", detail="Served by the async view chat_completions.")
 
 
 @dataclass(frozen=True)
@@ -165,7 +163,8 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     if admitted.stream:
-        return sse_response(answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search))
+        events = answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search)
+        return sse_response(events)
     try:
         body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search)
     except ChatFailed as failure:
