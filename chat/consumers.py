@@ -24,7 +24,7 @@ Server -> client: {"event": <name>, "data": {...}, "request_id": str | null}
                sources?, stop_reason?}]}  (agent sessions: one question and answer per run; ``sources``
                numbers the chunks the answer's [n] markers refer to)
   error        {error, detail}                    also for refused messages: not_authenticated (then the
-               socket closes with 4401), tenant_not_found, not_found, invalid, busy, agent_unavailable
+               socket closes with 4401), tenant_not_found, not_found, invalid, busy (sentences: chat.events)
 
 A tenant or session the caller cannot see is ``tenant_not_found`` / ``not_found``, exactly
 like the API's 404s: the caller learns nothing about whether it exists.
@@ -49,7 +49,8 @@ from django.db import DatabaseError
 
 from accounts.access import TenantContext, tenant_context_for_user
 from chat.agent import agent_stream
-from chat.events import ChatEvent
+from chat.agent.events import AgentEvent
+from chat.events import ERRORS, ChatEvent
 from chat.models import ChatSession, SessionKind
 from chat.pipeline import answer_stream
 from chat.services import chat_session_create
@@ -63,32 +64,12 @@ CLOSE_NOT_AUTHENTICATED = 4401
 MAX_FRAME_CHARS = 4 * limits.MAX_QUERY_CHARS
 MAX_REQUEST_ID_CHARS = 64
 
-AnswerStream = Callable[..., AsyncIterator[ChatEvent]]
-
-REFUSALS: dict[str, str] = {
-    "not_authenticated": "Sign in to chat.",
-    "tenant_not_found": "Tenant not found.",
-    "not_found": "Not found.",
-    "busy": "An answer is still being written. Stop it or wait for it to finish.",
-    "agent_unavailable": "The agent is not available yet. Switch to Chat to ask your question.",
-    "database_unavailable": "The database is not reachable. Try again shortly.",
-    "internal_error": "Something went wrong while answering. Try again shortly.",
+# The stream each mode forwards, called as ``stream(session=<ChatSession of that kind>, prompt=<str>)``;
+# the agent runs with its default bounds (DEFAULT_MAX_STEPS steps, no graph search).
+STREAMS: dict[str, Callable[..., AsyncIterator[ChatEvent | AgentEvent]]] = {
+    SessionKind.CHAT: answer_stream,
+    SessionKind.AGENT: agent_stream,
 }
-
-
-def agent_answer_stream() -> AnswerStream | None:
-    """THE place where agent mode is wired (issue 7): the agent's async generator function, or None.
-
-    The consumer calls it as ``stream(session=<ChatSession of kind "agent">, prompt=<str>)``
-    and forwards every event it yields (``run``, ``step``, ``tool_result`` and the chat
-    events: see ``chat.agent.events``). Returning None makes agent-mode messages get one
-    ``agent_unavailable`` error, with no session created.
-    """
-    return agent_stream  # default bounds: DEFAULT_MAX_STEPS steps, no graph search
-
-
-def stream_for(mode: str) -> AnswerStream | None:
-    return answer_stream if mode == SessionKind.CHAT else agent_answer_stream()
 
 
 @database_sync_to_async
@@ -125,7 +106,7 @@ class Refused(Exception):
     def __init__(self, code: str, detail: str | None = None) -> None:
         super().__init__(code)
         self.code = code
-        self.detail = detail or REFUSALS[code]
+        self.detail = detail or ERRORS[code]
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -193,9 +174,6 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if mode not in SessionKind.values:
             raise Refused("invalid", 'mode must be "chat" or "agent".')
         session_id = message.get("session_id")
-        stream = stream_for(mode)
-        if stream is None:
-            raise Refused("agent_unavailable")
         ctx = await self._tenant(message.get("tenant"))
         created = session_id is None
         session = await _create_session(ctx, mode) if created else await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=session_id, kind=mode)
@@ -203,7 +181,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Refused("not_found")
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        self.answering = asyncio.create_task(self._forward(stream(session=session, prompt=prompt), request_id))
+        self.answering = asyncio.create_task(self._forward(STREAMS[mode](session=session, prompt=prompt), request_id))
 
     async def _cancel(self, message: dict[str, Any], request_id: str | None) -> None:
         """Stop the answer in flight; an answer that already finished is left as it is (no reply)."""
@@ -232,12 +210,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Refused("tenant_not_found")
         return ctx
 
-    async def _forward(self, events: AsyncIterator[ChatEvent], request_id: str | None) -> None:
+    async def _forward(self, events: AsyncIterator[ChatEvent | AgentEvent], request_id: str | None) -> None:
         """Send every event of one answer. Cancelling this task closes the stream (nothing is stored)."""
         try:
             async with aclosing(events):  # type: ignore[type-var]
                 async for event in events:
-                    await self._send(event["event"], event["data"], request_id)  # type: ignore[arg-type]
+                    await self._send(event["event"], event["data"], request_id)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -261,7 +239,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=CLOSE_NOT_AUTHENTICATED)
 
     async def _error(self, request_id: str | None, code: str, detail: str | None = None) -> None:
-        await self._send("error", {"error": code, "detail": detail or REFUSALS[code]}, request_id)
+        await self._send("error", {"error": code, "detail": detail or ERRORS[code]}, request_id)
 
     async def _send(self, event: str, data: Any, request_id: str | None) -> None:
         await self.send_json({"event": event, "data": data, "request_id": request_id})

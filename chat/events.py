@@ -1,17 +1,44 @@
-"""The chat stream's events: what the SSE view, the WebSocket consumer and the CLI forward.
+"""What chat sends: the stream's events, the JSON responses, and every error code with its sentence.
 
-Every stream is exactly one ``citations`` event, then model events
+Every chat stream is exactly one ``citations`` event, then model events
 (``reasoning_delta``, ``text_delta``, ``usage``), then ``completed``; or it ends
 early with one ``error`` event (possibly the only event, when retrieval failed).
 On the wire (SSE) each event is ``event: <name>\\ndata: <json of data>\\n\\n``.
+The agent's events (``chat.agent.events``) reuse these shapes and sentences.
+
+Each payload is one ``TypedDict``; the API's serializers are derived from them
+(``config.typed_serializers``), so the ``Help`` texts here are the OpenAPI descriptions.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal, NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-EventName = Literal["citations", "text_delta", "reasoning_delta", "usage", "completed", "error"]
+from config.middleware import DATABASE_UNAVAILABLE
+from config.typed_serializers import Help
+
+# Every error code chat sends (streams, JSON 503s, the web chat socket's refusals) with its sentence for people.
+# A provider's own error text never reaches a caller: failures are normalized to one of these.
+ERRORS: dict[str, str] = {
+    "retrieval_unavailable": "Searching the knowledge base failed. Try again shortly.",
+    "model_unavailable": "The chat model is unreachable. Try again shortly.",
+    "database_unavailable": DATABASE_UNAVAILABLE,
+    "internal_error": "Something went wrong while answering. Try again shortly.",
+    "agent_timeout": "The agent ran out of time before answering. Resume the run to continue where it stopped.",
+    # Refusals of the web chat socket (chat.consumers); the HTTP API's come from config.errors.
+    "not_authenticated": "Sign in to chat.",
+    "tenant_not_found": "Tenant not found.",
+    "not_found": "Not found.",
+    "busy": "An answer is still being written. Stop it or wait for it to finish.",
+}
+# An agent run that stopped on a failing model can be resumed, and its sentence says so.
+AGENT_ERRORS: dict[str, str] = {
+    **ERRORS,
+    "model_unavailable": "The chat model is unreachable. Try again shortly, or resume the run.",
+}
+GRAPH_NOT_BUILT = "No knowledge graph exists yet: graph search adds nothing, and answers come from hybrid search alone."
 
 
 class Citation(TypedDict):
@@ -32,6 +59,14 @@ class GraphSearchDiagnostics(TypedDict):
     detail: str
 
 
+class Message(TypedDict):
+    role: Literal["assistant"]
+    content: str
+
+
+# --- event payloads --------------------------------------------------------------------------
+
+
 class CitationsData(TypedDict):
     session_id: str
     citations: list[Citation]
@@ -43,19 +78,19 @@ class DeltaData(TypedDict):
 
 
 class CompletedData(TypedDict):
-    """The JSON response of ``POST /v1/chat/completions`` without ``message``."""
+    """The ``completed`` event: the JSON response of ``POST /v1/chat/completions`` without ``message``."""
 
-    id: str
-    model: str
-    provider: str
-    provider_model: str
+    id: Annotated[str, Help("The provider's completion id.")]
+    model: Annotated[str, Help("The catalog model that answered (config/models.yaml).")]
+    provider: Annotated[str, Help("e.g. openai, anthropic, or quarry for the built-in offline model.")]
+    provider_model: Annotated[str, Help("The provider's model, e.g. offline-extractive.")]
     finish_reason: str
     usage: Usage
-    retry_count: int
-    fallback_count: int
+    retry_count: Annotated[int, Help("Retries litellm's Router made for this answer.")]
+    fallback_count: Annotated[int, Help("Hops to a fallback deployment or model.")]
     session_id: str
-    citations: list[Citation]
-    graph_search: NotRequired[GraphSearchDiagnostics]
+    citations: Annotated[list[Citation], Help("The passages given to the model, in retrieval order.")]
+    graph_search: NotRequired[Annotated[GraphSearchDiagnostics, Help("Present when graph search was requested.")]]
 
 
 class ErrorData(TypedDict):
@@ -65,12 +100,65 @@ class ErrorData(TypedDict):
     detail: str
 
 
-class ChatEvent(TypedDict):
-    event: EventName
-    data: CitationsData | DeltaData | Usage | CompletedData | ErrorData
+# --- events ----------------------------------------------------------------------------------
 
 
-def sse_frame(event: ChatEvent) -> bytes:
-    """One Server-Sent Events frame. JSON never contains a raw newline, so one ``data:`` line suffices."""
+class CitationsEvent(TypedDict):
+    event: Literal["citations"]
+    data: CitationsData
+
+
+class TextDeltaEvent(TypedDict):
+    event: Literal["text_delta"]
+    data: DeltaData
+
+
+class ReasoningDeltaEvent(TypedDict):
+    event: Literal["reasoning_delta"]
+    data: DeltaData
+
+
+class UsageEvent(TypedDict):
+    event: Literal["usage"]
+    data: Usage
+
+
+class CompletedEvent(TypedDict):
+    event: Literal["completed"]
+    data: CompletedData
+
+
+class ErrorEvent(TypedDict):
+    event: Literal["error"]
+    data: ErrorData
+
+
+ChatEvent = CitationsEvent | TextDeltaEvent | ReasoningDeltaEvent | UsageEvent | CompletedEvent | ErrorEvent
+
+
+# --- JSON responses --------------------------------------------------------------------------
+
+
+class ChatResponse(CompletedData):
+    """The JSON body of ``POST /v1/chat/completions``: the ``completed`` event plus the answer.
+
+    On the wire ``message`` follows ``provider_model`` (``chat.pipeline.answer`` puts it there).
+    """
+
+    message: Message
+
+
+class SessionCreated(TypedDict):
+    """The JSON body of ``POST /v1/chat/sessions`` and ``POST /v1/agent/sessions``."""
+
+    session_id: str
+    greeting: str
+
+
+def sse_frame(event: Mapping[str, Any]) -> bytes:
+    """One Server-Sent Events frame of a chat or agent event.
+
+    JSON never contains a raw newline, so one ``data:`` line suffices.
+    """
     payload = json.dumps(event["data"], ensure_ascii=False, separators=(",", ":"))
     return f"event: {event['event']}\ndata: {payload}\n\n".encode()

@@ -17,13 +17,25 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, TypedDict
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
-from chat.events import ChatEvent, Citation, CompletedData, ErrorData, GraphSearchDiagnostics
+from chat.events import (
+    ERRORS,
+    GRAPH_NOT_BUILT,
+    ChatEvent,
+    ChatResponse,
+    Citation,
+    CitationsData,
+    CompletedData,
+    ErrorData,
+    ErrorEvent,
+    GraphSearchDiagnostics,
+    Usage,
+)
 from chat.llm import CatalogError, Finished, ModelUnavailable, ReasoningDelta, TextDelta, UsageReport, stream_chat
 from chat.models import ChatSession
 from chat.prompting import build_messages
@@ -32,36 +44,6 @@ from chat.services import chat_exchange_record
 from knowledge import rag
 
 logger = logging.getLogger(__name__)
-
-ERRORS: dict[str, str] = {
-    "retrieval_unavailable": "Searching the knowledge base failed. Try again shortly.",
-    "model_unavailable": "The chat model is unreachable. Try again shortly.",
-    "database_unavailable": "The database is not reachable. Try again shortly.",
-    "internal_error": "Something went wrong while answering. Try again shortly.",
-}
-GRAPH_NOT_BUILT = "No knowledge graph exists yet: graph search adds nothing, and answers come from hybrid search alone."
-
-
-class Message(TypedDict):
-    role: str
-    content: str
-
-
-class ChatResponse(TypedDict):
-    """The JSON body of ``POST /v1/chat/completions``."""
-
-    id: str
-    model: str
-    provider: str
-    provider_model: str
-    message: Message
-    finish_reason: str
-    usage: dict[str, int]
-    retry_count: int
-    fallback_count: int
-    session_id: str
-    citations: list[Citation]
-
 
 class ChatFailed(Exception):
     """``answer`` could not complete; ``error`` is the normalized error (code and sentence)."""
@@ -75,7 +57,7 @@ class RetrievalFailed(Exception):
     pass
 
 
-def _error(code: str) -> ChatEvent:
+def _error(code: str) -> ErrorEvent:
     return {"event": "error", "data": {"error": code, "detail": ERRORS[code]}}
 
 
@@ -134,10 +116,10 @@ async def answer_stream(
     graph: GraphSearchDiagnostics | None = None
     if settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search:
         graph = {"requested": True, "used": False, "detail": GRAPH_NOT_BUILT}
-    citations_data: dict[str, Any] = {"session_id": session.public_id, "citations": citations}
+    citations_data: CitationsData = {"session_id": session.public_id, "citations": citations}
     if graph is not None:
         citations_data["graph_search"] = graph
-    yield {"event": "citations", "data": citations_data}  # type: ignore[typeddict-item]
+    yield {"event": "citations", "data": citations_data}
 
     parts: list[str] = []
     finished: Finished | None = None
@@ -154,7 +136,7 @@ async def answer_stream(
                 elif isinstance(item, ReasoningDelta):
                     yield {"event": "reasoning_delta", "data": {"text": item.text}}
                 elif isinstance(item, UsageReport):
-                    yield {"event": "usage", "data": item.as_dict()}  # type: ignore[typeddict-item]
+                    yield {"event": "usage", "data": cast(Usage, item.as_dict())}
                 elif isinstance(item, Finished):
                     finished = item
     except asyncio.CancelledError:
@@ -180,7 +162,7 @@ async def answer_stream(
         yield _error("model_unavailable")
         return
 
-    usage = finished.usage.as_dict()
+    usage = cast(Usage, finished.usage.as_dict())
     try:
         await sync_to_async(chat_exchange_record)(
             session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
@@ -190,7 +172,7 @@ async def answer_stream(
         logger.error("chat exchange not stored: %s", type(exc).__name__)
         yield _error("database_unavailable")
         return
-    completed: dict[str, Any] = {
+    completed: CompletedData = {
         "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
         "finish_reason": finished.finish_reason, "usage": usage, "retry_count": finished.retry_count,
         "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
@@ -204,7 +186,7 @@ async def answer_stream(
         usage["prompt_tokens"], usage["completion_tokens"], finished.retry_count, finished.fallback_count,
         1000 * ((first_token or time.monotonic()) - started), 1000 * (time.monotonic() - started),
     )
-    yield {"event": "completed", "data": completed}  # type: ignore[typeddict-item]
+    yield {"event": "completed", "data": completed}
 
 
 async def answer(
@@ -216,18 +198,15 @@ async def answer(
     async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search)) as events:
         async for event in events:
             if event["event"] == "text_delta":
-                parts.append(event["data"]["text"])  # type: ignore[typeddict-item]
+                parts.append(event["data"]["text"])
             elif event["event"] == "completed":
-                completed = event["data"]  # type: ignore[assignment]
+                completed = event["data"]
             elif event["event"] == "error":
-                raise ChatFailed(event["data"])  # type: ignore[arg-type]
+                raise ChatFailed(event["data"])
     assert completed is not None
-    response: dict[str, Any] = {
-        "id": completed["id"], "model": completed["model"], "provider": completed["provider"],
-        "provider_model": completed["provider_model"], "message": {"role": "assistant", "content": "".join(parts)},
-        "finish_reason": completed["finish_reason"], "usage": completed["usage"], "retry_count": completed["retry_count"],
-        "fallback_count": completed["fallback_count"], "session_id": completed["session_id"], "citations": completed["citations"],
-    }
-    if "graph_search" in completed:
-        response["graph_search"] = completed["graph_search"]
+    response: dict[str, Any] = {}
+    for key, value in completed.items():
+        response[key] = value
+        if key == "provider_model":  # where the API has always put the answer
+            response["message"] = {"role": "assistant", "content": "".join(parts)}
     return response  # type: ignore[return-value]

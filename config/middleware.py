@@ -10,6 +10,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 logger = logging.getLogger(__name__)
 
+# The sentence of every "database_unavailable" error, HTTP or WebSocket (chat.events uses it too).
+DATABASE_UNAVAILABLE = "The database is not reachable. Try again shortly."
+
 
 def is_database_unavailable(exc: BaseException) -> bool:
     """True for errors that mean "the server cannot be reached", not "this query is wrong"."""
@@ -37,9 +40,6 @@ class DatabaseUnavailableMiddleware:
 
 
 def database_unavailable_response() -> JsonResponse:
-    response = JsonResponse(
-        {"error": "database_unavailable", "detail": "The database is not reachable. Try again shortly."},
-        status=503,
-    )
+    response = JsonResponse({"error": "database_unavailable", "detail": DATABASE_UNAVAILABLE}, status=503)
     response["Retry-After"] = "5"
     return response

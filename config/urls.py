@@ -7,7 +7,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts import api as accounts_api
-from chat import api as chat_api
+from chat.api import agent as agent_api
+from chat.api import chat as chat_api
 from knowledge import api as knowledge_api
 from config import views
 
@@ -19,9 +20,9 @@ api_v1 = [
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
     path("chat/sessions", chat_api.ChatSessionCreateApi.as_view(), name="chat-sessions"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
-    path("agent/sessions", chat_api.AgentSessionCreateApi.as_view(), name="agent-sessions"),
-    path("agent/completions", chat_api.agent_completions, name="agent-completions"),
-    path("agent/runs/<str:run_id>/resume", chat_api.agent_run_resume, name="agent-run-resume"),
+    path("agent/sessions", agent_api.AgentSessionCreateApi.as_view(), name="agent-sessions"),
+    path("agent/completions", agent_api.agent_completions, name="agent-completions"),
+    path("agent/runs/<str:run_id>/resume", agent_api.agent_run_resume, name="agent-run-resume"),
     path("documents", knowledge_api.DocumentListApi.as_view(), name="documents"),
     # Before the detail route: document ids may contain "/", so "upload" is reserved here.
     path("documents/upload", knowledge_api.DocumentUploadApi.as_view(), name="documents-upload"),

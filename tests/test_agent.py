@@ -21,8 +21,8 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.agent import RunNotResumable, agent_run_claim, agent_stream
+from chat.events import GRAPH_NOT_BUILT
 from chat.models import AgentRun, ChatSession, RunStatus, SessionKind, Turn
-from chat.pipeline import GRAPH_NOT_BUILT
 from chat.services import chat_exchange_record
 from knowledge import rag
 from tests.conftest import World

@@ -7,7 +7,7 @@
     async for event in agent_resume_stream(session=session, run=run):
         ...
 
-``run_agent`` / ``resume_agent`` return the JSON response instead (raising
+``collect_agent(events)`` turns either stream into the JSON response (raising
 ``AgentFailed``). Modules: ``model`` (one model turn with tools, through the
 chat catalog's Router), ``tools`` (the tool surface and its execution),
 ``loop`` (bounds and events), ``services`` / ``selectors`` (``AgentRun`` rows).
@@ -23,8 +23,6 @@ from chat.agent.loop import (
     agent_resume_stream,
     agent_stream,
     collect_agent,
-    resume_agent,
-    run_agent,
 )
 from chat.agent.selectors import agent_memory, agent_runs_of, agent_transcript
 from chat.agent.services import RunNotResumable, agent_run_claim
@@ -32,6 +30,4 @@ from chat.agent.services import RunNotResumable, agent_run_claim
 __all__ = [
     "DEFAULT_MAX_STEPS", "MAX_STEPS_LIMIT", "AgentFailed", "RunNotResumable", "agent_greeting", "agent_memory",
     "agent_resume_stream", "agent_run_claim", "agent_runs_of", "agent_stream", "agent_transcript", "collect_agent",
-    "resume_agent",
-    "run_agent",
 ]

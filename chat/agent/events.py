@@ -9,18 +9,18 @@ with ``citations``, ``usage`` and ``completed`` (the JSON response, ``message``
 included); one that cannot ends with one ``error`` (with ``run_id`` and
 ``stop_reason`` once the run exists, so the client can resume it). On the wire
 (SSE) each event is ``event: <name>\\ndata: <json of data>\\n\\n``
-(``chat.events.sse_frame``).
+(``chat.events.sse_frame``). As in ``chat.events``, each payload is one ``TypedDict``
+and the API's serializers are derived from them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-from chat.events import Citation, Usage
+from chat.events import Citation, Message, Usage, UsageEvent
+from config.typed_serializers import Help
 
-AgentEventName = Literal[
-    "run", "step", "tool_result", "text_delta", "reasoning_delta", "citations", "usage", "completed", "error"
-]
+StopReasonAnswered = Literal["completed", "max_steps", "repeated_call", "token_budget"]
 
 
 class RunData(TypedDict):
@@ -70,28 +70,26 @@ class ToolCallSummary(TypedDict):
     ok: bool
 
 
-class AgentMessage(TypedDict):
-    role: Literal["assistant"]
-    content: str
-
-
 class AgentResponse(TypedDict):
     """The JSON body of ``POST /v1/agent/completions`` and ``POST /v1/agent/runs/{run_id}/resume``."""
 
-    id: str
-    run_id: str
-    model: str
+    id: Annotated[str, Help("The provider's id of the completion that answered.")]
+    run_id: Annotated[str, Help("The run (run-...): resume it with POST /v1/agent/runs/{run_id}/resume.")]
+    model: Annotated[str, Help("The catalog model that answered (config/models.yaml).")]
     provider: str
     provider_model: str
-    message: AgentMessage
+    message: Message
     finish_reason: str
-    stop_reason: str
-    usage: Usage
-    turns: int
+    stop_reason: Annotated[StopReasonAnswered, Help(
+        "completed: the model answered; max_steps: the step budget was spent (resumable); "
+        "repeated_call / token_budget: the research stopped there. The answer comes from a final turn without tools."
+    )]
+    usage: Annotated[Usage, Help("The whole run's tokens, over all its turns and resumes.")]
+    turns: Annotated[int, Help("Model turns of the whole run.")]
     tool_call_count: int
     tool_calls: list[ToolCallSummary]
     session_id: str
-    citations: list[Citation]
+    citations: Annotated[list[Citation], Help("The passages the answer cites, in order of citation.")]
 
 
 class AgentErrorData(TypedDict):
@@ -99,12 +97,54 @@ class AgentErrorData(TypedDict):
 
     error: str
     detail: str
-    run_id: NotRequired[str]
-    stop_reason: NotRequired[str]
+    run_id: NotRequired[Annotated[str, Help("The run that stopped, when it exists: resume it.")]]
+    stop_reason: NotRequired[Annotated[str, Help("timeout or provider_error (both resumable).")]]
 
 
-class AgentEvent(TypedDict):
-    event: AgentEventName
-    data: (
-        RunData | StepData | ToolResultData | TurnDeltaData | AgentCitationsData | Usage | AgentResponse | AgentErrorData
-    )
+# --- events ----------------------------------------------------------------------------------
+
+
+class RunEvent(TypedDict):
+    event: Literal["run"]
+    data: RunData
+
+
+class StepEvent(TypedDict):
+    event: Literal["step"]
+    data: StepData
+
+
+class ToolResultEvent(TypedDict):
+    event: Literal["tool_result"]
+    data: ToolResultData
+
+
+class TurnTextDeltaEvent(TypedDict):
+    event: Literal["text_delta"]
+    data: TurnDeltaData
+
+
+class TurnReasoningDeltaEvent(TypedDict):
+    event: Literal["reasoning_delta"]
+    data: TurnDeltaData
+
+
+class AgentCitationsEvent(TypedDict):
+    event: Literal["citations"]
+    data: AgentCitationsData
+
+
+class AgentCompletedEvent(TypedDict):
+    event: Literal["completed"]
+    data: AgentResponse
+
+
+class AgentErrorEvent(TypedDict):
+    event: Literal["error"]
+    data: AgentErrorData
+
+
+AgentEvent = (
+    RunEvent | StepEvent | ToolResultEvent | TurnTextDeltaEvent | TurnReasoningDeltaEvent | AgentCitationsEvent
+    | UsageEvent | AgentCompletedEvent | AgentErrorEvent
+)

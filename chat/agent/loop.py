@@ -2,9 +2,9 @@
 
 ``agent_stream`` (a new run) and ``agent_resume_stream`` (a run claimed with
 ``agent_run_claim``) are the async generators every transport forwards (SSE,
-WebSocket); ``run_agent`` / ``resume_agent`` collect them into the JSON
-response. None of them checks access: callers pass a session (and run) they
-loaded through the access helper for the caller's tenant and principal.
+WebSocket); ``collect_agent`` turns one into the JSON response. None of them
+checks access: callers pass a session (and run) they loaded through the access
+helper for the caller's tenant and principal.
 
 Bounds of one invocation: at most ``max_steps`` tool-using steps, then one turn
 without tools to write the answer (``max_steps``); a call identical to an
@@ -29,21 +29,27 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
-from chat.agent.events import AgentErrorData, AgentEvent, AgentResponse, ToolCallSummary
+from chat.agent.events import (
+    AgentErrorData,
+    AgentErrorEvent,
+    AgentEvent,
+    AgentResponse,
+    ToolCallSummary,
+    ToolResultData,
+)
 from chat.agent.model import ToolCallRequest, TurnResult, stream_turn
 from chat.agent.selectors import agent_memory
 from chat.agent.services import RunProgress, agent_run_answer, agent_run_checkpoint, agent_run_start, agent_run_stop
-from chat.agent.tools import ParsedCall, Source, ToolOutcome, Toolbox, tool_specs
-from chat.events import Citation
+from chat.agent.tools import ParsedCall, Source, Toolbox, ToolOutcome, tool_specs
+from chat.events import AGENT_ERRORS, Citation, Usage
 from chat.llm import CatalogError, ModelUnavailable, ReasoningDelta, TextDelta
 from chat.models import AgentRun, ChatSession, StopReason
-from chat.pipeline import ERRORS
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -52,12 +58,6 @@ T = TypeVar("T")
 
 DEFAULT_MAX_STEPS = 4
 MAX_STEPS_LIMIT = 8
-
-AGENT_ERRORS: dict[str, str] = {
-    **ERRORS,
-    "agent_timeout": "The agent ran out of time before answering. Resume the run to continue where it stopped.",
-    "model_unavailable": "The chat model is unreachable. Try again shortly, or resume the run.",
-}
 
 # What the model is told when it must answer without tools. A system message at the end: it is
 # not the user's question (the offline model, for one, answers the last user message).
@@ -86,7 +86,7 @@ def agent_greeting(*, tenant_name: str) -> str:
 
 
 class AgentFailed(Exception):
-    """``run_agent`` / ``resume_agent`` ended without an answer; ``error`` is the normalized error (with ``run_id``)."""
+    """``collect_agent``'s stream ended without an answer; ``error`` is the normalized error (with ``run_id``)."""
 
     def __init__(self, error: AgentErrorData) -> None:
         super().__init__(error["error"])
@@ -177,18 +177,6 @@ async def collect_agent(events: AsyncIterator[AgentEvent]) -> AgentResponse:
     raise AgentFailed({"error": "internal_error", "detail": AGENT_ERRORS["internal_error"]})  # pragma: no cover
 
 
-async def run_agent(
-    *, session: ChatSession, prompt: str, max_steps: int = DEFAULT_MAX_STEPS, graph_search: bool = False
-) -> AgentResponse:
-    """``agent_stream`` collected into the JSON response; raises ``AgentFailed`` on an ``error`` event."""
-    return await collect_agent(agent_stream(session=session, prompt=prompt, max_steps=max_steps, graph_search=graph_search))
-
-
-async def resume_agent(*, session: ChatSession, run: AgentRun) -> AgentResponse:
-    """``agent_resume_stream`` collected into the JSON response; raises ``AgentFailed`` on an ``error`` event."""
-    return await collect_agent(agent_resume_stream(session=session, run=run))
-
-
 class _Invocation:
     """One invocation of a run: a new run, or one resume. Holds what it accumulates until it is saved."""
 
@@ -274,9 +262,9 @@ class _Invocation:
             yield self._error("database_unavailable")
             return
         finished = final.finished
-        usage = dict(self.progress.usage)
+        usage = cast(Usage, dict(self.progress.usage))
         yield {"event": "citations", "data": {"session_id": self.session.public_id, "run_id": run.public_id, "citations": citations}}
-        yield {"event": "usage", "data": usage}  # type: ignore[typeddict-item]
+        yield {"event": "usage", "data": usage}
         response: AgentResponse = {
             "id": finished.id, "run_id": run.public_id, "model": finished.model, "provider": finished.provider,
             "provider_model": finished.provider_model, "message": {"role": "assistant", "content": answer},
@@ -377,11 +365,11 @@ class _Invocation:
         self.progress.tool_call_count += len(calls)
         await sync_to_async(agent_run_checkpoint)(run=self.run, progress=self.progress)
         for record in records:
-            data: dict[str, Any] = {"step": step, "id": record["id"], "tool": record["tool"], "ok": record["ok"],
+            data: ToolResultData = {"step": step, "id": record["id"], "tool": record["tool"], "ok": record["ok"],
                                     "chunk_ids": record["chunk_ids"]}
             if "error" in record:
                 data["error"] = record["error"]
-            yield {"event": "tool_result", "data": data}  # type: ignore[typeddict-item]
+            yield {"event": "tool_result", "data": data}
 
     def _parse_calls(self, requests: tuple[ToolCallRequest, ...]) -> list[ParsedCall]:
         """Parsed calls with ids unique in the run's conversation (providers may omit or reuse them)."""
@@ -413,7 +401,7 @@ class _Invocation:
     def _elapsed_ms(self) -> float:
         return 1000 * (time.monotonic() - self.started)
 
-    def _error(self, code: str, stop_reason: str | None = None) -> AgentEvent:
+    def _error(self, code: str, stop_reason: str | None = None) -> AgentErrorEvent:
         data: AgentErrorData = {"error": code, "detail": AGENT_ERRORS[code], "run_id": self.run.public_id}
         if stop_reason:
             data["stop_reason"] = stop_reason
@@ -430,7 +418,7 @@ class _Invocation:
             return False
         return True
 
-    async def _stopped(self, stop_reason: str, code: str) -> AgentEvent:
+    async def _stopped(self, stop_reason: str, code: str) -> AgentErrorEvent:
         if not await self._save_stop(stop_reason, code):
             return self._error("database_unavailable", stop_reason or None)
         return self._error(code, stop_reason or None)

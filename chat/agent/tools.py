@@ -28,7 +28,7 @@ from django.db import DatabaseError
 
 from accounts.models import Tenant
 from chat.agent.model import ToolCallRequest
-from chat.pipeline import ERRORS, GRAPH_NOT_BUILT
+from chat.events import ERRORS, GRAPH_NOT_BUILT
 from knowledge import rag
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,172 @@
+"""Chat over HTTP: ``POST /v1/chat/sessions`` and ``POST /v1/chat/completions`` (JSON or SSE).
+
+Also what every endpoint of ``chat.api`` answers with: the session shapes, the
+error shape, private (``no-store``) responses, the SSE response and the 503 of a
+failed answer. Response serializers are derived from the TypedDicts in
+``chat.events``, so the schema describes exactly what the code sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
+from accounts.permissions import IsTenantReader
+from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, admit, serves
+from chat.events import ChatResponse, Citation, ErrorData, Message, SessionCreated, Usage, sse_frame
+from chat.models import ChatSession
+from chat.pipeline import ChatFailed, answer, answer_stream
+from chat.prompting import greeting
+from chat.selectors import chat_sessions_of
+from chat.services import chat_session_create
+from config.typed_serializers import typed_serializer
+from knowledge.rag import limits
+
+NO_STORE = "no-store"
+# Component names of the shapes nested in chat and agent responses, as the schema has always called them.
+COMPONENTS: dict[type, str] = {Citation: "ChatCitation", Usage: "ChatUsage", Message: "ChatMessage"}
+
+ChatSessionOutputSerializer = typed_serializer(SessionCreated, name="ChatSessionOutput")
+ChatCompletionOutputSerializer = typed_serializer(ChatResponse, name="ChatCompletionOutput", names=COMPONENTS)
+ChatErrorSerializer = typed_serializer(ErrorData, name="ChatError")
+
+
+def private(response: HttpResponse) -> HttpResponse:
+    """Answers are per caller and may quote private documents: never cache them anywhere."""
+    response["Cache-Control"] = NO_STORE
+    return response
+
+
+def sse_response(events: AsyncIterator[Mapping[str, Any]]) -> HttpResponse:
+    """A private ``text/event-stream`` response forwarding ``events``; closing it closes the stream."""
+
+    async def frames() -> AsyncIterator[bytes]:
+        async with aclosing(events):  # type: ignore[type-var]
+            async for event in events:
+                yield sse_frame(event)
+
+    response = StreamingHttpResponse(frames(), content_type="text/event-stream; charset=utf-8")
+    response["X-Accel-Buffering"] = "no"  # proxies (nginx) must pass frames on as they come
+    return private(response)
+
+
+def unavailable(error: Mapping[str, Any]) -> HttpResponse:
+    """The 503 of an answer that failed after admission (the model, retrieval, the database)."""
+    return private(JsonResponse(error, status=503, headers={"Retry-After": "5"}))
+
+
+def session_created(body: SessionCreated) -> Response:
+    return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": NO_STORE})
+
+
+# --- sessions ----------------------------------------------------------------------------
+
+
+class ChatSessionInputSerializer(serializers.Serializer):
+    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
+
+
+class ChatSessionCreateApi(APIView):
+    permission_classes = [IsTenantReader]
+
+    @extend_schema(request=ChatSessionInputSerializer, responses={201: ChatSessionOutputSerializer},
+                   summary="Start a chat session")
+    def post(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        session = chat_session_create(tenant=ctx.tenant, principal=ctx.principal)
+        return session_created({
+            "session_id": session.public_id, "greeting": greeting(tenant_name=ctx.tenant.name or ctx.tenant.slug),
+        })
+
+
+# --- completions -------------------------------------------------------------------------
+
+
+class ChatCompletionInputSerializer(ClosedInputSerializer):
+    session_id = serializers.CharField(max_length=40, help_text="From POST /v1/chat/sessions.")
+    prompt = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
+    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
+    stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
+    graph_search = serializers.BooleanField(
+        allow_null=True, default=None,
+        help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request. No knowledge graph exists yet: "
+                  "true only adds a `graph_search` diagnostic saying so; retrieval is hybrid search either way.",
+    )
+
+
+SSE_DESCRIPTION = """\
+With `stream: true` the answer is `text/event-stream`, frames `event: <name>\\ndata: <json>\\n\\n`:
+exactly one `citations` (`{session_id, citations}`), then `reasoning_delta` / `text_delta` (`{text}`) and
+`usage`, ending with `completed` (the JSON response without `message`) or one `error`
+(`{error, detail}`; e.g. `model_unavailable`, `retrieval_unavailable`). Failures after the stream opened
+are reported in-band; access errors (401/403/404) and bad input (400) are plain JSON responses.
+
+Answers are grounded: the tenant is searched (hybrid) for the prompt, and the model is told to answer
+only from the retrieved passages, citing them as [1], [2], ... The last two turns of the session are
+part of the prompt. With `graph_search: true`, responses carry a `graph_search` diagnostic: no knowledge
+graph exists yet, so it changes nothing else. Responses are never cacheable (`Cache-Control: no-store`).
+"""
+
+ERROR_RESPONSES: dict[Any, Any] = {
+    400: ChatErrorSerializer, 401: ChatErrorSerializer, 403: ChatErrorSerializer, 404: ChatErrorSerializer,
+}
+SSE_RESPONSE = OpenApiResponse(OpenApiTypes.STR, description="Server-Sent Events (stream: true).")
+
+
+@extend_schema_view(post=extend_schema(
+    request=ChatCompletionInputSerializer,
+    responses={
+        (200, "application/json"): ChatCompletionOutputSerializer,
+        (200, "text/event-stream"): SSE_RESPONSE,
+        **ERROR_RESPONSES,
+        503: OpenApiResponse(ChatErrorSerializer, description="The model or retrieval failed (stream: false)."),
+    },
+    summary="Ask a grounded question in a chat session",
+    description=SSE_DESCRIPTION,
+))
+class ChatCompletionApi(AsyncEndpointApi):
+    """Access rules and schema of ``POST /v1/chat/completions``; requests are served by ``chat_completions``."""
+
+
+@dataclass(frozen=True)
+class ChatAdmission:
+    session: ChatSession
+    prompt: str
+    stream: bool
+    graph_search: bool | None
+
+
+def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
+    data = ChatCompletionInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    v = data.validated_data
+    sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal).select_related("tenant")
+    session: ChatSession = get_for_tenant(sessions, tenant=ctx.tenant, public_id=v["session_id"])
+    return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"])
+
+
+@serves(ChatCompletionApi)
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    admitted = await sync_to_async(admit)(ChatCompletionApi, request, _admit_completion)
+    if isinstance(admitted, HttpResponse):
+        return private(admitted)
+    if admitted.stream:
+        events = answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search)
+        return sse_response(events)
+    try:
+        body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search)
+    except ChatFailed as failure:
+        return unavailable(failure.error)
+    return private(JsonResponse(body))
