@@ -101,8 +101,8 @@ ALLOWED: dict[str, set[str]] = {
     "chat.llm": {"chat.events"},
     "chat.selectors": {"chat.models", "chat.prompting", "accounts.models"},
     "chat.services": {"chat.models", "accounts.models"},
-    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services"},
-    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services"},
+    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
+    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
     "chat.interfaces": _RAG | {
         "chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "chat.pipeline",
         "chat.agent", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",

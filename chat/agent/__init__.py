@@ -24,10 +24,10 @@ from chat.agent.loop import (
     agent_stream,
     collect_agent,
 )
-from chat.agent.selectors import agent_memory, agent_runs_of, agent_transcript
+from chat.agent.selectors import agent_memory, agent_runs_of
 from chat.agent.services import RunNotResumable, agent_run_claim
 
 __all__ = [
     "DEFAULT_MAX_STEPS", "MAX_STEPS_LIMIT", "AgentFailed", "RunNotResumable", "agent_greeting", "agent_memory",
-    "agent_resume_stream", "agent_run_claim", "agent_runs_of", "agent_stream", "agent_transcript", "collect_agent",
+    "agent_resume_stream", "agent_run_claim", "agent_runs_of", "agent_stream", "collect_agent",
 ]

@@ -45,10 +45,3 @@ def agent_memory(*, session: ChatSession, limit: int, before: AgentRun | None = 
         {"role": role, "content": _MARKERS.sub("", content).strip() if role == "assistant" else content}  # type: ignore[typeddict-item]
         for _, _, role, content in timeline[-limit:]
     ]
-
-
-def agent_transcript(*, session: ChatSession) -> list[AgentRun]:
-    """The session's runs, oldest first, without their (large) saved messages: for transcripts and the web chat."""
-    return list(
-        AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).defer("messages", "steps").order_by("id")
-    )

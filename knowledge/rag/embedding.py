@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     import onnxruntime
     from tokenizers import Tokenizer
 
-    from knowledge.rag.types import Embedder
 
 EmbeddingKind = Literal["document", "query"]
 
