@@ -6,14 +6,15 @@ Synchronous: the WebSocket consumer calls them through ``database_sync_to_async`
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Substr
 
 from accounts.models import Tenant
 from chat.models import AgentRun, ChatSession, SessionKind, Turn, TurnRole
 from chat.prompting import MemoryTurn
+from config.typed_serializers import Help
 
 
 def chat_sessions_of(*, tenant: Tenant, principal: str, kind: SessionKind | str = SessionKind.CHAT) -> "QuerySet[ChatSession]":  # noqa: F821
@@ -61,11 +62,8 @@ class SessionSummary(TypedDict):
     updated_at: datetime
 
 
-def chat_session_list(*, tenant: Tenant, principal: str, limit: int = SESSION_LIST_LIMIT) -> list[SessionSummary]:
-    """The caller's conversations in the tenant (chat and agent), most recently active first.
-
-    Untitled sessions are named after their first question, cut in the database.
-    """
+def _with_first_prompt(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
+    """Untitled sessions are named after their first question, cut in the database."""
     first_turn = (
         Turn.objects.filter(session=OuterRef("pk"), role=TurnRole.USER).order_by("id")
         .annotate(preview=Substr("content", 1, TITLE_PREVIEW_CHARS)).values("preview")[:1]
@@ -74,13 +72,55 @@ def chat_session_list(*, tenant: Tenant, principal: str, limit: int = SESSION_LI
         AgentRun.objects.filter(session=OuterRef("pk")).order_by("id")
         .annotate(preview=Substr("prompt", 1, TITLE_PREVIEW_CHARS)).values("preview")[:1]
     )
-    rows = (
-        ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal)
-        .annotate(first_prompt=Coalesce(Subquery(first_turn), Subquery(first_run)))
-        .order_by("-updated_at", "-id")
-        .values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]
-    )
-    return [session_summary(row) for row in rows]
+    return sessions.annotate(first_prompt=Coalesce(Subquery(first_turn), Subquery(first_run))).order_by("-updated_at", "-id")
+
+
+def chat_session_list(*, tenant: Tenant, principal: str, limit: int = SESSION_LIST_LIMIT) -> list[SessionSummary]:
+    """The caller's conversations in the tenant (chat and agent), most recently active first."""
+    rows = _with_first_prompt(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal))
+    return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
+
+
+class SessionListItem(TypedDict):
+    """A conversation in ``GET /v1/chat/sessions`` (and ``/v1/agent/sessions``)."""
+
+    session_id: str
+    kind: str
+    title: Annotated[str, Help("The title the owner chose, else the first question, else 'New conversation'.")]
+    titled: Annotated[bool, Help("false: the title is derived, not chosen.")]
+    turn_count: Annotated[int, Help("Messages of the conversation (a question and its answer are two).")]
+    created_at: str
+    updated_at: Annotated[str, Help("The last exchange (renaming does not count).")]
+
+
+def chat_session_page(
+    *, tenant: Tenant, principal: str, kind: SessionKind | str, limit: int, offset: int
+) -> tuple[int, list[SessionListItem]]:
+    """``(count, page)`` of the caller's sessions of ``kind`` in ``tenant``, newest activity first."""
+    sessions = ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind)
+    return sessions.count(), _list_items(sessions, kind, offset, offset + limit)
+
+
+def chat_session_item(*, session: ChatSession) -> SessionListItem:
+    """One session as the list shows it. Precondition: ``session`` was loaded for the caller."""
+    return _list_items(ChatSession.objects.filter(pk=session.pk), session.kind, 0, 1)[0]
+
+
+def _list_items(sessions: QuerySet[ChatSession], kind: str, start: int, stop: int) -> list[SessionListItem]:
+    # An agent session's messages are its runs (a question and, once finished, an answer).
+    counted = Count("agent_runs", distinct=True) * 2 if kind == SessionKind.AGENT else Count("turns", distinct=True)
+    rows = _with_first_prompt(sessions).annotate(turn_count=counted).values(
+        "public_id", "kind", "title", "first_prompt", "created_at", "updated_at", "turn_count"
+    )[start:stop]
+    items: list[SessionListItem] = []
+    for row in rows:
+        summary = session_summary(row)
+        items.append({
+            "session_id": summary["session_id"], "kind": summary["kind"], "title": summary["title"],
+            "titled": summary["titled"], "turn_count": row["turn_count"],
+            "created_at": row["created_at"].isoformat(), "updated_at": row["updated_at"].isoformat(),
+        })
+    return items
 
 
 def session_summary(row: dict[str, Any]) -> SessionSummary:

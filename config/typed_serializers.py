@@ -8,7 +8,7 @@
 
 Annotations map to fields: ``str`` / ``int`` / ``float`` / ``bool`` to ``CharField`` / ``IntegerField`` /
 ``FloatField`` / ``BooleanField``; ``X | None`` allows null; ``list[X]`` is a list of X (a nested serializer with
-``many=True`` when X is a TypedDict); a nested TypedDict is a nested serializer derived the same way;
+``many=True`` when X is a TypedDict); ``dict[str, X]`` an object of X; a nested TypedDict is a nested serializer derived the same way;
 ``Literal["a", "b"]`` is a ``ChoiceField``; ``Any`` is a ``JSONField``; ``NotRequired[X]`` is ``required=False``;
 ``Annotated[X, Help("...")]`` sets ``help_text``. Any other annotation raises ``TypeError`` when the serializer is
 built (at import), so a shape the schema cannot describe fails loudly instead of being documented wrongly.
@@ -112,6 +112,11 @@ def _field(hint: Any, names: Mapping[type, str], **options: Any) -> serializers.
         if is_typeddict(item):
             return _serializer(item, names.get(item, item.__name__), names)(many=True, **options)
         return serializers.ListField(child=_field(item, names), **options)
+    if origin is dict:
+        key, value = get_args(hint)
+        if key is not str:
+            raise TypeError(f"JSON objects have string keys, not {key!r}")
+        return serializers.DictField(child=_field(value, names), **options)
     if is_typeddict(hint):
         return _serializer(hint, names.get(hint, hint.__name__), names)(**options)
     if hint is Any:

@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from accounts import api as accounts_api
 from chat.api import agent as agent_api
 from chat.api import chat as chat_api
+from chat.api import conversations as conversations_api
 from knowledge import api as knowledge_api
 from config import views
 
@@ -18,10 +19,13 @@ api_v1 = [
     path("tokens/<int:token_id>", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
     path("search", knowledge_api.SearchApi.as_view(), name="search"),
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
-    path("chat/sessions", chat_api.ChatSessionCreateApi.as_view(), name="chat-sessions"),
+    path("chat/sessions", conversations_api.ChatSessionsApi.as_view(), name="chat-sessions"),
+    path("chat/sessions/<str:session_id>", conversations_api.ChatSessionDetailApi.as_view(), name="chat-session-detail"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
-    path("agent/sessions", agent_api.AgentSessionCreateApi.as_view(), name="agent-sessions"),
+    path("agent/sessions", conversations_api.AgentSessionsApi.as_view(), name="agent-sessions"),
+    path("agent/sessions/<str:session_id>", conversations_api.AgentSessionDetailApi.as_view(), name="agent-session-detail"),
     path("agent/completions", agent_api.agent_completions, name="agent-completions"),
+    path("agent/runs/<str:run_id>", conversations_api.AgentRunDetailApi.as_view(), name="agent-run-detail"),
     path("agent/runs/<str:run_id>/resume", agent_api.agent_run_resume, name="agent-run-resume"),
     path("documents", knowledge_api.DocumentListApi.as_view(), name="documents"),
     # Before the detail route: document ids may contain "/", so "upload" is reserved here.

@@ -99,7 +99,7 @@ ALLOWED: dict[str, set[str]] = {
     "chat.events": {"config.framework"},
     "chat.prompting": {"knowledge.rag"},
     "chat.llm": {"chat.events"},
-    "chat.selectors": {"chat.models", "chat.prompting", "accounts.models"},
+    "chat.selectors": {"chat.models", "chat.prompting", "accounts.models", "config.framework"},
     "chat.services": {"chat.models", "accounts.models"},
     "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
     "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},

@@ -41,8 +41,12 @@ class Loose(TypedDict, total=False):
     a: int
 
 
+class Counts(TypedDict):
+    by_name: dict[str, int]
+
+
 class Unsupported(TypedDict):
-    when: dict[str, int]
+    when: dict[int, int]
 
 
 def test_each_annotation_becomes_its_field() -> None:
@@ -60,6 +64,12 @@ def test_each_annotation_becomes_its_field() -> None:
     assert isinstance(fields["corners"], serializers.ListSerializer)
     assert type(fields["corners"].child) is type(fields["center"])
     assert isinstance(fields["extra"], serializers.JSONField)
+
+
+def test_an_object_of_values_is_a_dict_field() -> None:
+    field = typed_serializer(Counts)().fields["by_name"]
+    assert isinstance(field, serializers.DictField) and isinstance(field.child, serializers.IntegerField)
+    assert typed_serializer(Counts)({"by_name": {"a": 1}}).data == {"by_name": {"a": 1}}
 
 
 def test_not_required_keys_are_optional_fields() -> None:
@@ -87,7 +97,7 @@ def test_renders_a_payload_of_the_shape() -> None:
 
 
 def test_an_unsupported_annotation_fails_when_the_serializer_is_built() -> None:
-    with pytest.raises(TypeError, match=r"Unsupported\.when: no serializer field for dict\[str, int\]"):
+    with pytest.raises(TypeError, match=r"Unsupported\.when: JSON objects have string keys"):
         typed_serializer(Unsupported)
     with pytest.raises(TypeError, match="not a TypedDict"):
         typed_serializer(dict)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, TypedDict
 
 from accounts.models import Tenant
 from chat.models import AgentRun, ChatSession, Turn
+from chat.events import Citation, Usage
 from chat.prompting import MemoryTurn
+from config.typed_serializers import Help
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -45,3 +47,64 @@ def agent_memory(*, session: ChatSession, limit: int, before: AgentRun | None = 
         {"role": role, "content": _MARKERS.sub("", content).strip() if role == "assistant" else content}  # type: ignore[typeddict-item]
         for _, _, role, content in timeline[-limit:]
     ]
+
+
+class ToolCallRecord(TypedDict):
+    id: str
+    tool: str
+    arguments: Annotated[Any, Help("The arguments the model sent: an object, or its text when it was not JSON.")]
+    ok: bool
+    chunk_ids: Annotated[list[str], Help("The chunks the call returned (each became a numbered source).")]
+    error: NotRequired[Annotated[str, Help("Why the call failed (ok: false), as the model was told.")]]
+
+
+class StepRecord(TypedDict):
+    step: int
+    turn: int
+    calls: list[ToolCallRecord]
+
+
+class RunDetail(TypedDict):
+    """``GET /v1/agent/runs/{run_id}``: what the run did and how it ended."""
+
+    run_id: str
+    session_id: str
+    prompt: str
+    status: Annotated[str, Help("running, completed (cannot be resumed) or stopped (can be resumed).")]
+    stop_reason: Annotated[str, Help("completed, max_steps, repeated_call, token_budget, timeout, provider_error, "
+                                     "cancelled; empty while running.")]
+    answer: str
+    citations: list[Citation]
+    usage: Usage
+    model: str
+    max_steps: int
+    graph_search: bool
+    turns: int
+    tool_call_count: int
+    steps: list[StepRecord]
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+
+
+def agent_run_detail(*, run: AgentRun) -> RunDetail:
+    """The run as the API shows it. Precondition: ``run`` was loaded for the caller (``agent_runs_of``)."""
+    steps: list[StepRecord] = []
+    for step in run.steps or []:
+        calls: list[ToolCallRecord] = []
+        for call in step.get("calls", []):
+            record: ToolCallRecord = {"id": call["id"], "tool": call["tool"], "arguments": call.get("arguments"),
+                                      "ok": bool(call.get("ok")), "chunk_ids": list(call.get("chunk_ids") or [])}
+            if call.get("error"):
+                record["error"] = call["error"]
+            calls.append(record)
+        steps.append({"step": step["step"], "turn": step.get("turn", 0), "calls": calls})
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, **(run.usage or {})}
+    return {
+        "run_id": run.public_id, "session_id": run.session.public_id, "prompt": run.prompt, "status": run.status,
+        "stop_reason": run.stop_reason, "answer": run.answer, "citations": list(run.citations or []),
+        "usage": usage,  # type: ignore[typeddict-item]
+        "model": run.model, "max_steps": run.max_steps, "graph_search": run.graph_search, "turns": run.turns,
+        "tool_call_count": run.tool_call_count, "steps": steps, "created_at": run.created_at.isoformat(),
+        "updated_at": run.updated_at.isoformat(), "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
