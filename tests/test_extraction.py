@@ -152,9 +152,9 @@ def test_pdf_detected_from_content_type() -> None:
     assert extract(make_pdf(["Some text"]), filename="upload", content_type="application/pdf").pages == 1
 
 
-def test_pdf_without_text_is_refused_as_probably_scanned() -> None:
+def test_pdf_without_text_layer_or_anything_to_read_is_refused() -> None:
     message = refusal(make_pdf([None, None]), "scan.pdf")
-    assert message == "scan.pdf contains no extractable text (is it a scanned image?)"
+    assert message == "no text was found in scan.pdf: its 2 pages have no text layer and OCR found no text"
 
 
 def test_pdf_with_user_password_is_refused() -> None:
@@ -184,7 +184,8 @@ def test_unreadable_pdf_page_is_named() -> None:
 
 def test_docx_paragraphs_and_table_cells_in_document_order() -> None:
     result = extract(make_docx(), filename="q3.docx")
-    assert result.text == "Quarterly Report\n\nRevenue grew in every region.\n\nRegion | Growth\n\nNorth | 12%\n\nOutlook is stable."
+    # A table is one block, a row a line: it stays whole when the answer model quotes it.
+    assert result.text == "Quarterly Report\n\nRevenue grew in every region.\n\nRegion | Growth\nNorth | 12%\n\nOutlook is stable."
     assert result.title == "Quarterly Report"  # the paragraph styled Title
     assert result.pages is None
 
@@ -201,12 +202,12 @@ def test_corrupt_docx_is_refused() -> None:
 
 
 def test_unsupported_extension_lists_supported_types() -> None:
-    assert refusal(b"data", "report.xyz") == "report.xyz: unsupported file type '.xyz'; supported: .txt, .md, .html, .pdf, .docx"
+    assert refusal(b"data", "report.xyz") == "report.xyz: unsupported file type '.xyz'; supported: .txt, .md, .html, .pdf, .docx, .pptx, .xlsx, .csv, .png, .jpg"
 
 
 def test_unsupported_content_type_without_extension_is_named() -> None:
     message = refusal(b"data", "blob", content_type="application/zip")
-    assert message == "blob: unsupported file type 'application/zip'; supported: .txt, .md, .html, .pdf, .docx"
+    assert message == "blob: unsupported file type 'application/zip'; supported: .txt, .md, .html, .pdf, .docx, .pptx, .xlsx, .csv, .png, .jpg"
 
 
 def test_empty_file_is_refused() -> None:
