@@ -1,8 +1,10 @@
 """PDF: the text layer of each page (pypdf), OCR for pages without one, furniture removed.
 
-- A page whose text layer holds fewer than ``MIN_TEXT_CHARS`` characters once its
-  furniture is gone (a scan, or a scan with only a page number on top) is rendered with
-  pdfium at ``OCR_DPI`` and read by OCR, unless the rendering is blank.
+- A page is read by OCR (rendered with pdfium at ``OCR_DPI``, unless the rendering is
+  blank) when, once its furniture is gone, its text layer is empty (a scan; or text drawn
+  as outlines), or holds fewer than ``MIN_TEXT_CHARS`` characters and the page shows an
+  image (a scan with a page number on top). A short text layer on a page without images
+  ("Appendix B") is simply short. OCR text replaces the layer only when it is longer.
 - Running headers and footers (the same line at the top or bottom of many pages), page
   numbers and browser print furniture ("12/1/26, 7:09 AM  Title", "file:///... 1/3")
   are removed from every page, OCR'd or not (``knowledge.rag.boilerplate``).
@@ -44,7 +46,7 @@ def extract_pdf(data: bytes, name: str, *, progress: Progress | None = None) -> 
         layers.append("\n".join(normalize_line(line) for line in raw.strip().split("\n")))
     # Judge each page by its text without furniture: a page number alone is no text layer.
     judged = strip_page_furniture(layers)
-    scans = [i for i, text in enumerate(judged) if sum(not c.isspace() for c in text) < MIN_TEXT_CHARS]
+    scans = [i for i, text in enumerate(judged) if _needs_ocr(text, reader.pages[i])]
     if len(scans) > MAX_OCR_PAGES:
         raise ExtractionError(
             f"{name} has {len(scans):,} pages without a text layer, over the limit of {MAX_OCR_PAGES} pages "
@@ -54,7 +56,8 @@ def extract_pdf(data: bytes, name: str, *, progress: Progress | None = None) -> 
     if scans:
         read = _ocr_pages(data, name, scans, progress, warnings)
         for index, text in read.items():
-            layers[index] = text
+            if len(text) > len(judged[index]):
+                layers[index] = text
     pages = strip_page_furniture(layers)
     text = join_blocks(pages)
     if not text.strip() and scans:
@@ -63,6 +66,18 @@ def extract_pdf(data: bytes, name: str, *, progress: Progress | None = None) -> 
         raise ExtractionError(f"no text was found in {name}: {pages_phrase} no text layer and OCR found no text")
     title = clean_title(_metadata_title(reader)) or _heading(pages)
     return Extracted(text, title, count, warnings=tuple(warnings))
+
+
+def _needs_ocr(text: str, page: Any) -> bool:
+    visible = sum(not c.isspace() for c in text)
+    if visible == 0:
+        return True
+    if visible >= MIN_TEXT_CHARS:
+        return False
+    try:
+        return len(page.images) > 0
+    except Exception:  # an image pypdf cannot parse is still an image worth reading
+        return True
 
 
 def _open(data: bytes, name: str) -> Any:
