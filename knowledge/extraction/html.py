@@ -54,8 +54,8 @@ def extract_html(data: bytes, name: str) -> Extracted:
     page = _parse(data, name)
     title = _title(page)
     languages = _code_languages(page)
-    furniture = _remove_furniture(page)
-    rendered = _render(page, languages)
+    furniture = _furniture(page)
+    rendered = _render(page, languages, furniture)
     structural = strip_boilerplate_lines(rendered)
     text = structural
     if furniture or find_boilerplate_lines(rendered):
@@ -109,8 +109,8 @@ def _code_languages(soup: Any) -> dict[str, str]:
     return {_code_key(pre.get_text()): lang for pre in soup.find_all("pre") if (lang := _code_language(pre))}
 
 
-def _remove_furniture(soup: Any) -> int:
-    """Remove what the markup marks as furniture or hides; return how many elements went."""
+def _furniture(soup: Any) -> frozenset[int]:
+    """``id()`` of each element the markup marks as furniture or hides."""
     doomed = []
     for tag in soup.find_all(True):
         if tag.name in _NEVER_REMOVED:
@@ -126,14 +126,8 @@ def _remove_furniture(soup: Any) -> int:
             or _HIDDEN_STYLE.search(str(tag.get("style") or ""))
             or (names.strip() and _FURNITURE_NAME.search(names))
         ):
-            doomed.append(tag)
-    removed = 0
-    for tag in doomed:
-        if tag.decomposed:  # inside an element removed before it
-            continue
-        tag.decompose()
-        removed += 1
-    return removed
+            doomed.append(id(tag))
+    return frozenset(doomed)
 
 
 def _main_content(data: bytes, languages: dict[str, str]) -> str | None:
@@ -155,51 +149,46 @@ def _main_content(data: bytes, languages: dict[str, str]) -> str | None:
     return strip_boilerplate_lines(_render(BeautifulSoup(html, "lxml"), languages))
 
 
-def _render(soup: Any, languages: dict[str, str]) -> str:
-    """The visible text of ``soup`` (modified in place) with its blocks, code and tables."""
-    for tag in soup.find_all(_INVISIBLE):
-        tag.decompose()
+class _Mark(str):
+    """A sentinel pushed on the walk's stack (page text is never of this type)."""
+
+
+def _render(root: Any, languages: dict[str, str], skip: frozenset[int] = frozenset()) -> str:
+    """The visible text under ``root`` with its blocks, code and tables, leaving out the
+    elements whose ``id()`` is in ``skip``.
+
+    A walk with an explicit stack, not tree edits: inserting markers into a parsed page
+    costs a scan of the siblings each time (quadratic on a flat page of 10,000 paragraphs).
+    """
+    from bs4.element import CData, NavigableString, PreformattedString, Tag  # deferred with the parser
+
     blocks: list[str] = []
-
-    def token(text: str) -> str:
-        blocks.append(text)
-        return f"{_PARA}{_TOKEN}{len(blocks) - 1}{_TOKEN}{_PARA}"
-
-    for pre in soup.find_all("pre"):
-        if pre.decomposed or pre.find_parent("pre") is not None:
-            continue  # trafilatura writes code as <pre><pre>: the outer one is the block
-        for br in pre.find_all("br"):
-            br.replace_with("\n")
-        code = pre.get_text().strip("\n")
-        if not code.strip():
-            pre.decompose()
-            continue
-        language = _code_language(pre) or languages.get(_code_key(code), "")
-        fence = "````" if "```" in code else "```"
-        pre.replace_with(token(f"{fence}{language}\n{code}\n{fence}"))
-    # Innermost tables first: a nested table becomes text inside its outer cell.
-    for table in reversed(soup.find_all("table")):
-        lines = []
-        caption = table.find("caption")
-        if caption is not None:
-            lines.append(one_line(caption.get_text(" ")))
-            caption.decompose()
-        for row in table.find_all("tr"):
-            cells = [_inline(cell.get_text(" "), blocks) for cell in row.find_all(["td", "th"])]
-            if any(cells):
-                lines.append(" | ".join(cell for cell in cells))
-        if any(lines):
-            table.replace_with(token("\n".join(line for line in lines if line)))
-        else:
-            table.decompose()
-    for tag in soup.find_all("br"):
-        tag.replace_with(_LINE)
-    for tag in soup.find_all(_BLOCKS):
-        tag.insert_before(_PARA)
-        tag.insert_after(_PARA)
+    out: list[str] = []
+    stack: list[Any] = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Mark):
+            out.append(str(item))
+        elif isinstance(item, NavigableString):
+            # Comments, doctypes and processing instructions are markup, not text.
+            if not isinstance(item, PreformattedString) or isinstance(item, CData):
+                out.append(str(item))
+        elif isinstance(item, Tag) and id(item) not in skip and item.name not in _INVISIBLE:
+            if item.name == "br":
+                out.append(_LINE)
+            elif item.name == "pre":
+                out.append(_block_token(blocks, _code_block(item, languages)))
+            elif item.name == "table":
+                out.append(_block_token(blocks, _table_block(item, languages, skip)))
+            elif item.name in _BLOCKS:
+                out.append(_PARA)
+                stack.append(_Mark(_PARA))
+                stack.extend(reversed(item.contents))
+            else:
+                stack.extend(reversed(item.contents))
     # Source newlines and indentation are not content: collapse all whitespace, then
     # turn the sentinels into the paragraph and line breaks the markup meant.
-    flat = re.sub(r"\s+", " ", soup.get_text())
+    flat = re.sub(r"\s+", " ", "".join(out))
     paragraphs = []
     for block in flat.split(_PARA):
         lines = [line.strip() for line in block.split(_LINE)]
@@ -209,6 +198,41 @@ def _render(soup: Any, languages: dict[str, str]) -> str:
     return join_blocks(paragraphs)
 
 
-def _inline(text: str, blocks: list[str]) -> str:
-    """A table cell's text on one line, code or nested tables inside it included."""
-    return one_line(_TOKEN_RE.sub(lambda m: " ".join(blocks[int(m.group(1))].split()), text.replace(_PARA, " ")))
+def _block_token(blocks: list[str], text: str) -> str:
+    if not text.strip():
+        return _PARA
+    blocks.append(text)
+    return f"{_PARA}{_TOKEN}{len(blocks) - 1}{_TOKEN}{_PARA}"
+
+
+def _code_block(pre: Any, languages: dict[str, str]) -> str:
+    """A ``<pre>`` as a fenced block: its line breaks (``<br>`` included) and language."""
+    from bs4.element import NavigableString, PreformattedString, Tag  # deferred with the parser
+
+    parts = []
+    for node in pre.descendants:
+        if isinstance(node, Tag) and node.name == "br":
+            parts.append("\n")
+        elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
+            parts.append(str(node))
+    code = "".join(parts).strip("\n")
+    if not code.strip():
+        return ""
+    language = _code_language(pre) or languages.get(_code_key(code), "")
+    fence = "````" if "```" in code else "```"
+    return f"{fence}{language}\n{code}\n{fence}"
+
+
+def _table_block(table: Any, languages: dict[str, str], skip: frozenset[int]) -> str:
+    """A table as lines of cells joined by `` | ``; a nested table becomes text in its cell."""
+    lines = []
+    caption = table.find("caption")
+    if caption is not None and caption.find_parent("table") is table:
+        lines.append(one_line(_render(caption, languages, skip)))
+    for row in table.find_all("tr"):
+        if row.find_parent("table") is not table or id(row) in skip:
+            continue
+        cells = [one_line(_render(cell, languages, skip)) for cell in row.find_all(["td", "th"], recursive=False)]
+        if any(cells):
+            lines.append(" | ".join(cells))
+    return "\n".join(line for line in lines if line)
