@@ -76,8 +76,10 @@ def extract(
     Raises ``ExtractionError`` for an unsupported type, an empty file, a file over
     ``max_bytes``, a file whose content is not what its name says, a corrupt,
     password-protected or oversized-when-unpacked file, and a file with no text.
-    ``progress(done, total)`` is called as the pages of a PDF are read (OCR makes
-    them slow). The returned text is non-blank and contains no NUL characters.
+    ``progress(done, total)`` is called after each scanned PDF page is read by OCR
+    (about a second of CPU a page); what it raises propagates, so a caller that lost
+    its lease can stop the work there. The returned text is non-blank and contains no
+    NUL characters.
     """
     name = PurePath(filename.replace("\\", "/")).name or filename  # never echo a client's directory path
     kind = _declared_kind(name, content_type)

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 
 from knowledge.rag.boilerplate import normalize_line
 
-# Called with (units done, units in total) while a long file is read: PDF pages, OCR'd
-# pages. Extraction of a 300-page scan takes minutes; a caller can keep its lease alive
-# and show where it is.
+# Called with (pages done, pages in total) as the scanned pages of a PDF are OCR'd. A
+# 300-page scan takes minutes; a caller can keep its lease alive and show where it is.
 Progress = Callable[[int, int], None]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import math
+import threading
 from typing import Any
 
 from knowledge.extraction.common import Extracted, ExtractionError, Progress, clean_title, join_blocks
@@ -32,6 +33,9 @@ MAX_OCR_PAGES = 500
 # would take gigabytes); large pages are rendered at a lower resolution instead.
 MAX_RENDER_PIXELS = 40_000_000
 _BLANK_CONTRAST = 40  # grey levels between the darkest and lightest pixel of an empty page
+# PDFium is not thread-safe, not even across documents, and pypdfium2 leaves locking to its
+# callers: every call into it holds this lock (OCR itself runs outside it).
+_PDFIUM = threading.Lock()
 
 
 def extract_pdf(data: bytes, name: str, *, progress: Progress | None = None) -> Extracted:
@@ -109,21 +113,24 @@ def _ocr_pages(data: bytes, name: str, indexes: list[int], progress: Progress | 
     """OCR text of the pages at ``indexes`` (0-based); blank pages are skipped unread."""
     import pypdfium2 as pdfium  # deferred: only scanned pages need the renderer
 
-    try:
-        document = pdfium.PdfDocument(data)
-    except Exception as exc:  # pdfium reads what pypdf read; a failure here is still the file's
-        raise ExtractionError(f"{name} could not be rendered for OCR: {exc}") from exc
+    with _PDFIUM:
+        try:
+            document = pdfium.PdfDocument(data)
+        except Exception as exc:  # pdfium reads what pypdf read; a failure here is still the file's
+            raise ExtractionError(f"{name} could not be rendered for OCR: {exc}") from exc
     read: dict[int, str] = {}
     try:
         for done, index in enumerate(indexes, 1):
             where = f"page {index + 1} of {name}"
-            try:
-                page = document[index]
-                width, height = page.get_size()  # points: 1/72 inch
-                scale = min(OCR_DPI / 72, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
-                image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
-            except Exception as exc:
-                raise ExtractionError(f"{where} could not be rendered for OCR: {exc}") from exc
+            with _PDFIUM:
+                try:
+                    page = document[index]
+                    width, height = page.get_size()  # points: 1/72 inch
+                    scale = min(OCR_DPI / 72, math.sqrt(MAX_RENDER_PIXELS / max(1.0, width * height)))
+                    image = page.render(scale=scale, grayscale=True).to_pil().convert("L")
+                    page.close()
+                except Exception as exc:
+                    raise ExtractionError(f"{where} could not be rendered for OCR: {exc}") from exc
             low, high = image.getextrema()
             if high - low >= _BLANK_CONTRAST:
                 text = recognize(image, where=where, dpi=round(scale * 72))
@@ -134,7 +141,8 @@ def _ocr_pages(data: bytes, name: str, indexes: list[int], progress: Progress | 
             if progress is not None:
                 progress(done, len(indexes))
     finally:
-        document.close()
+        with _PDFIUM:
+            document.close()
     return read
 
 
