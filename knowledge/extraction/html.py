@@ -41,8 +41,9 @@ _TOKEN_RE = re.compile(f"{_TOKEN}(\\d+){_TOKEN}")
 
 _LANDMARKS = {"navigation", "banner", "contentinfo", "complementary", "search", "menubar", "menu", "dialog"}
 _FURNITURE_NAME = re.compile(
-    r"(?:^|[-_\s])(?:cookies?|consent|gdpr|breadcrumbs?|sidebar|navbar|nav|navigation|menu|skip-?links?|share|"
-    r"sharing|social|newsletter|advert|ads|banner-ad|site-header|site-footer|masthead|toc-sidebar)(?:[-_\s]|$)",
+    r"(?:^|[-_\s])(?:cookies?|consent|gdpr|breadcrumbs?|sidebar|navbar|nav|navigation|menu|skip-?links?|"
+    r"share-?(?:buttons?|links?|bar|tools)|sharing|social|newsletter|advert|ads|banner-ad|site-header|site-footer|"
+    r"masthead)(?:[-_\s]|$)",
     re.IGNORECASE,
 )
 _NEVER_REMOVED = {"html", "body", "main", "article"}
@@ -106,7 +107,7 @@ def _code_key(code: str) -> str:
 
 def _code_languages(soup: Any) -> dict[str, str]:
     """Language of each code block by its text: trafilatura's output drops the classes."""
-    return {_code_key(pre.get_text()): lang for pre in soup.find_all("pre") if (lang := _code_language(pre))}
+    return {_code_key(_pre_text(pre)): lang for pre in soup.find_all("pre") if (lang := _code_language(pre))}
 
 
 def _furniture(soup: Any) -> frozenset[int]:
@@ -205,8 +206,8 @@ def _block_token(blocks: list[str], text: str) -> str:
     return f"{_PARA}{_TOKEN}{len(blocks) - 1}{_TOKEN}{_PARA}"
 
 
-def _code_block(pre: Any, languages: dict[str, str]) -> str:
-    """A ``<pre>`` as a fenced block: its line breaks (``<br>`` included) and language."""
+def _pre_text(pre: Any) -> str:
+    """The text of a ``<pre>`` with its line breaks, ``<br>`` included."""
     from bs4.element import NavigableString, PreformattedString, Tag  # deferred with the parser
 
     parts = []
@@ -215,7 +216,12 @@ def _code_block(pre: Any, languages: dict[str, str]) -> str:
             parts.append("\n")
         elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
             parts.append(str(node))
-    code = "".join(parts).strip("\n")
+    return "".join(parts)
+
+
+def _code_block(pre: Any, languages: dict[str, str]) -> str:
+    """A ``<pre>`` as a fenced block, with its language when the page names it."""
+    code = _pre_text(pre).strip("\n")
     if not code.strip():
         return ""
     language = _code_language(pre) or languages.get(_code_key(code), "")
