@@ -433,6 +433,7 @@ def test_a_zip_that_is_no_office_file_is_named_so() -> None:
 def test_a_file_without_a_name_extension_is_read_by_what_its_bytes_are() -> None:
     assert extract(make_pdf(["Sniffed PDF"]), filename="download").text == "Sniffed PDF"
     assert extract(make_docx(), filename="download").title == "Quarterly Report"
+    assert extract(make_docx(), filename="upload", content_type="application/octet-stream").title == "Quarterly Report"
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,6 @@ SUPPORTED_SUFFIXES: tuple[str, ...] = tuple(_EXTENSIONS)
 # For sentences and help texts: one extension per format.
 SUPPORTED = ".txt, .md, .html, .pdf, .docx, .pptx, .xlsx, .csv, .png, .jpg"
 
-_TEXT_KINDS = {"txt", "md", "html", "csv"}
 _IMAGE_KINDS = {"png", "jpeg"}
 
 
@@ -107,22 +106,23 @@ def extract(
 
 
 def _declared_kind(name: str, content_type: str | None) -> str | None:
-    """The format the name (else the content type) claims; None when neither says and the
-    name has no extension, so the bytes decide."""
+    """The format the name (else the content type) claims; None when the name has no
+    extension and the content type names nothing we read ("application/octet-stream"),
+    so the bytes decide."""
     suffix = PurePath(name).suffix.lower()
     if suffix in _EXTENSIONS:
         return _EXTENSIONS[suffix]
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     if mime in _CONTENT_TYPES:
         return _CONTENT_TYPES[mime]
-    if not suffix and not mime:
+    if not suffix:
         return None
     _refuse_type(name, suffix, mime)
     raise AssertionError("unreachable")  # pragma: no cover - _refuse_type raised
 
 
 def _undeclared_kind(name: str, content_type: str | None, actual: str | None) -> str:
-    """No extension and no content type: the bytes decide, when they show a format we read."""
+    """No extension and no known content type: the bytes decide, when they show a format we read."""
     if actual in _EXTENSIONS.values():
         return actual  # type: ignore[return-value]
     _refuse_type(name, "", (content_type or "").split(";", 1)[0].strip().lower())
