@@ -27,7 +27,8 @@ from knowledge.rag.boilerplate import normalize_line, strip_page_furniture
 
 MIN_TEXT_CHARS = 16
 OCR_DPI = 300
-# A scan of 500 pages is about five minutes of OCR on one core; beyond that, split the file.
+# A scan of 500 pages is about ten minutes of OCR (1.2-1.4 CPU seconds a page, bench/ocr.py);
+# beyond that, split the file.
 MAX_OCR_PAGES = 500
 # A page rendered for OCR stays under this many pixels (a poster-sized page at 300 dpi
 # would take gigabytes); large pages are rendered at a lower resolution instead.
