@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 help:
 	@echo "make run   - install, start PostgreSQL, migrate, seed the demo, serve on http://127.0.0.1:$${PORT:-8000}"
 	@echo "make stop  - stop the embedded PostgreSQL that make run leaves running"
-	@echo "make test  - install (Chromium too, for the browser tests), then run the whole test suite"
+	@echo "make test  - install (Tesseract for OCR, Chromium for the browser tests), then run the whole test suite"
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,13 +25,13 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) $(TESSERACT)
 
 # `make run` is a local development server: var/development.env (DEBUG=1 and a random
 # SECRET_KEY, written once) is what it and the README's manage.py commands run on, unless
 # the environment sets DEBUG or SECRET_KEY. The banner with the URLs, login and token is
 # printed last, once the server answers.
-run: $(STAMP)
+run: $(STAMP) $(TESSERACT)
 	@$(PY) -m config.development
 	@echo "Preparing the database and the demo (first run: about a minute)..."
 	@$(PY) manage.py migrate --noinput --verbosity 0
@@ -44,24 +44,34 @@ run: $(STAMP)
 stop: $(STAMP)
 	@$(PY) -m config.embedded_db stop
 
-# The browser tests (tests/e2e) drive Debian's Chromium, never a browser a tool downloads.
-# Installed with apt-get when missing (as root, or through passwordless sudo); the package
-# lists are refreshed only when they do not know chromium or are too stale to fetch it.
-CHROMIUM := /usr/bin/chromium
-APT_GET  := env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
+# Debian packages from apt-get: Tesseract reads scanned PDFs and images (knowledge/extraction/ocr.py;
+# `make setup` and `make run` install it), and the browser tests (tests/e2e) drive Debian's Chromium,
+# never a browser a tool downloads. Installed as root or through passwordless sudo; the package
+# lists are refreshed only when they do not know the package or are too stale to fetch it.
+CHROMIUM  := /usr/bin/chromium
+TESSERACT := /usr/bin/tesseract
+APT_GET   := env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
+
+# $(call apt_install,PATH,PACKAGE,WHAT FOR)
+define apt_install
+@command -v apt-get >/dev/null 2>&1 || { echo "$(1) is missing and this is not a Debian-like system: install $(2) there yourself." >&2; exit 1; }
+@if [ "$$(id -u)" = 0 ]; then sudo=""; \
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
+else echo "$(1) is missing and installing it needs root: run 'sudo apt-get install -y $(2)' once." >&2; exit 1; fi; \
+echo "Installing Debian's $(2) $(3) (apt-get)..."; \
+if apt-cache show $(2) >/dev/null 2>&1 && $$sudo $(APT_GET) install $(2) >/dev/null; then :; \
+else $$sudo $(APT_GET) update >/dev/null && $$sudo $(APT_GET) install $(2) >/dev/null; fi
+@test -x $(1)
+endef
 
 $(CHROMIUM):
-	@command -v apt-get >/dev/null 2>&1 || { echo "$(CHROMIUM) is missing and this is not a Debian-like system: install Chromium there yourself." >&2; exit 1; }
-	@if [ "$$(id -u)" = 0 ]; then sudo=""; \
-	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; \
-	else echo "$(CHROMIUM) is missing and installing it needs root: run 'sudo apt-get install -y chromium' once." >&2; exit 1; fi; \
-	echo "Installing Debian's chromium for the browser tests (apt-get)..."; \
-	if apt-cache show chromium >/dev/null 2>&1 && $$sudo $(APT_GET) install chromium >/dev/null; then :; \
-	else $$sudo $(APT_GET) update >/dev/null && $$sudo $(APT_GET) install chromium >/dev/null; fi
-	@test -x $(CHROMIUM)
+	$(call apt_install,$(CHROMIUM),chromium,for the browser tests)
+
+$(TESSERACT):
+	$(call apt_install,$(TESSERACT),tesseract-ocr,for OCR of scans and images)
 
 # QUARRY_E2E_REQUIRED: a missing browser fails the browser tests instead of skipping them.
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) $(TESSERACT)
 	DEBUG=1 $(PY) manage.py collectstatic --noinput --verbosity 0
 	QUARRY_E2E_REQUIRED=1 $(PY) -m pytest
 

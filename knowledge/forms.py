@@ -12,6 +12,7 @@ from django import forms
 
 from accounts.models import Tenant
 from knowledge import rag
+from knowledge.extraction import SUPPORTED
 from knowledge.models import Document
 from knowledge.rag import limits
 from knowledge.rag.types import check_filters, check_metadata
@@ -59,7 +60,7 @@ def add_input_error(form: forms.Form, exc: DocumentInputError) -> None:
 
 class DocumentUploadForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
-    files = MultipleFileField(required=False, help_text="One or many files: .txt, .md, .html, .pdf, .docx.")
+    files = MultipleFileField(required=False, help_text=f"One or many files: {SUPPORTED}.")
     text = forms.CharField(
         required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
         label="Or paste text", help_text="Instead of files: the text of one document.",

@@ -207,7 +207,7 @@ def test_each_bad_file_fails_with_a_clear_reason_and_the_rest_of_the_batch_is_in
         "locked.pdf": ("failed", "locked.pdf is encrypted with a password; upload an unprotected copy"),
         "empty.txt": ("failed", "empty.txt is empty"),
         "big.txt": ("failed", big.error),
-        "slides.pptx": ("failed", "slides.pptx: unsupported file type '.pptx'; supported: .txt, .md, .html, .pdf, .docx"),
+        "slides.pptx": ("failed", "slides.pptx is corrupt or not a .pptx file: File is not a zip file"),
     }
     assert outcome["corrupt.pdf"][1].startswith("corrupt.pdf is corrupt or not a PDF")
     assert Document.objects.get(tenant=world.acme, external_id="good.docx").title == "Word title"

@@ -132,7 +132,7 @@ def test_a_batch_is_processed_by_a_cluster_on_the_orm_broker(world: World, data_
         "report.pdf": ("ready", ""),
         "corrupt.pdf": ("failed", statuses(world)["corrupt.pdf"][1]),
         "empty.txt": ("failed", "empty.txt is empty"),
-        "slides.key": ("failed", "slides.key: unsupported file type '.key'; supported: .txt, .md, .html, .pdf, .docx"),
+        "slides.key": ("failed", "slides.key: unsupported file type '.key'; supported: .txt, .md, .html, .pdf, .docx, .pptx, .xlsx, .csv, .png, .jpg"),
     }, read_log("qcluster-pipeline-orm")[-3000:]
     assert statuses(world)["corrupt.pdf"][1].startswith("corrupt.pdf is corrupt or not a PDF")
     assert any(0 < p < 1 for p in seen), f"progress never moved: {seen[:20]}"
