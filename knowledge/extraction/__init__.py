@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import PurePath
 
-from knowledge.extraction.common import Extracted, ExtractionError, Progress, size_text
+from knowledge.extraction.common import Extracted, ExtractionError, Progress
 from knowledge.extraction.sniff import DESCRIPTIONS, describe, sniff
+from knowledge.rag.limits import describe_bytes
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "SUPPORTED", "SUPPORTED_SUFFIXES", "Extracted", "ExtractionError", "Progress", "extract",
@@ -85,7 +86,7 @@ def extract(
     if not data:
         raise ExtractionError(f"{name} is empty")
     if len(data) > max_bytes:
-        raise ExtractionError(f"{name} is {size_text(len(data))}, over the limit of {size_text(max_bytes)}")
+        raise ExtractionError(f"{name} is {describe_bytes(len(data))}, over the limit of {describe_bytes(max_bytes)}")
     actual = sniff(data)
     if kind is None:
         kind = _undeclared_kind(name, content_type, actual)

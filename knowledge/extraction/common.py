@@ -65,13 +65,6 @@ def join_blocks(blocks: Sequence[str]) -> str:
     return "\n\n".join(block.strip("\n") for block in blocks if block.strip())
 
 
-def size_text(n: int) -> str:
-    mb = 1024 * 1024
-    if n >= mb:
-        return f"{n / mb:.0f} MB" if n % mb == 0 else f"{n / mb:.1f} MB"
-    return f"{n:,} bytes"
-
-
 def clean_title(title: object) -> str | None:
     """A declared title worth showing, or None: blank titles and the placeholders that
     office programs write ("Untitled", "Microsoft Word - draft.docx") are not titles."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import io
 import zipfile
 
-from knowledge.extraction.common import ExtractionError, size_text
+from knowledge.extraction.common import ExtractionError
+from knowledge.rag.limits import describe_bytes
 
 # Bounds on what an Office file may expand to. A 50 MB upload of real XML expands to a
 # few hundred MB at most; text beyond 10 million characters is refused later anyway.
@@ -112,14 +113,14 @@ def open_zip(data: bytes, name: str, kind: str) -> zipfile.ZipFile:
     total = sum(member.file_size for member in members)
     if total > MAX_UNCOMPRESSED_BYTES:
         raise ExtractionError(
-            f"{name} would expand to {size_text(total)}, over the limit of {size_text(MAX_UNCOMPRESSED_BYTES)} "
+            f"{name} would expand to {describe_bytes(total)}, over the limit of {describe_bytes(MAX_UNCOMPRESSED_BYTES)} "
             f"(is it a zip bomb?)"
         )
     for member in members:
         if member.file_size > _RATIO_FLOOR_BYTES and member.file_size > MAX_COMPRESSION_RATIO * max(1, member.compress_size):
             ratio = member.file_size // max(1, member.compress_size)
             raise ExtractionError(
-                f"{name} would expand {ratio:,} times ({member.filename}: {size_text(member.compress_size)} "
-                f"to {size_text(member.file_size)}), over the limit of {MAX_COMPRESSION_RATIO} (is it a zip bomb?)"
+                f"{name} would expand {ratio:,} times ({member.filename}: {describe_bytes(member.compress_size)} "
+                f"to {describe_bytes(member.file_size)}), over the limit of {MAX_COMPRESSION_RATIO} (is it a zip bomb?)"
             )
     return archive
