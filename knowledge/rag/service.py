@@ -32,6 +32,7 @@ from knowledge.rag.errors import (
 )
 from knowledge.rag.types import (
     Chunker,
+    DocumentStore,
     Embedder,
     EmbedKind,
     Filters,
@@ -139,8 +140,11 @@ class RAGService:
 
     @property
     def namespace(self) -> str:
-        value = self._namespace() if callable(self._namespace) else self._namespace
-        return check_identifier("namespace", value, limits.NAMESPACE_RE, "namespace")
+        """The namespace of this operation (a callable is called anew), validated."""
+        return check_identifier("namespace", self._resolve_namespace(), limits.NAMESPACE_RE, "namespace")
+
+    def _resolve_namespace(self) -> object:
+        return self._namespace() if callable(self._namespace) else self._namespace
 
     # --- writes ----------------------------------------------------------------
 
@@ -179,13 +183,13 @@ class RAGService:
             await self.start()
 
         vectors, model_id = await self._document_vectors(namespace, planned, on_progress)
-        replace_documents = getattr(self.backend, "replace_documents", None)
-        if callable(replace_documents) and callable(getattr(self.backend, "delete_documents", None)):
+        store = _document_store(self.backend)
+        if store is not None:
             prepared = [
                 PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)))
                 for doc, pieces in planned
             ]
-            stored = await replace_documents(namespace, prepared, actor=actor, trigger=trigger)
+            stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
             if stored != total_chunks:
                 raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
             return total_chunks
@@ -213,9 +217,9 @@ class RAGService:
         _check_trigger(trigger)
         if not self._started:
             await self.start()
-        delete_documents = getattr(self.backend, "delete_documents", None)
-        if callable(delete_documents) and callable(getattr(self.backend, "replace_documents", None)):
-            return await delete_documents(namespace, ids, actor=actor, trigger=trigger)
+        store = _document_store(self.backend)
+        if store is not None:
+            return await store.delete_documents(namespace, ids, actor=actor, trigger=trigger)
         await self.backend.delete(namespace, tuple(ids))
         audit_log.info("delete namespace=%s trigger=%s actor=%s documents=%s", namespace, trigger, actor, ids)
         return None
@@ -238,12 +242,13 @@ class RAGService:
         ``rerank`` (cosine re-ordering of the fused candidates) reaches the backend only
         when it declares ``supports_rerank``; other backends rank as they do.
         """
-        namespace = self.namespace
-        # Validate everything (as a keyword query) before the embedder sees the text.
+        # Validate everything (as a keyword query, in the seed's order: the namespace is an
+        # identifier, checked after limit, text and filters) before the embedder sees the text.
         probe = RAGQuery(
-            text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
+            text, self._resolve_namespace(), mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
             rrf_k=self.rrf_k if rrf_k is None else rrf_k,
         )
+        namespace = probe.namespace
         mode = SearchMode.parse(mode)
         vector: Vector | None = None
         model_id: str | None = None
@@ -438,6 +443,13 @@ def _prepared_chunks(doc: RAGDocument, pieces: list[_Piece], vectors: Mapping[st
             content_hash=digest, embedding=vectors.get(digest), embedding_model=model_id,
         ))
     return out
+
+
+def _document_store(backend: object) -> DocumentStore | None:
+    """The backend as a ``DocumentStore`` when it has both methods (Quarry's backends, and wrappers over them)."""
+    if callable(getattr(backend, "replace_documents", None)) and callable(getattr(backend, "delete_documents", None)):
+        return backend  # type: ignore[return-value]
+    return None
 
 
 def _is_sequence(value: object) -> bool:

@@ -196,6 +196,11 @@ def test_the_seed_list_orders_the_bounds(store: Store, client: BagOfWordsEmbedde
         run(oversized.ingest, docs(1))  # characters per chunk come before chunks per request in the seed's list
     with untouched(store, client), pytest.raises(rag.RAGValidationError, match="limit: must be between 1 and 100"):
         run(many.search, "x" * 16_385, limit=0, filters={"bad field": 1})
+    nowhere = store(embedder=Embeddings(client), namespace="no such namespace!")  # identifiers come last
+    with untouched(store, client), pytest.raises(rag.RAGValidationError, match="limit: must be between 1 and 100"):
+        run(nowhere.search, "x", limit=0)
+    with untouched(store, client), pytest.raises(rag.RAGValidationError, match="at most 1000 documents"):
+        run(nowhere.ingest, docs(1001))
 
 
 def test_a_dsn_or_table_is_refused_with_the_reason() -> None:
