@@ -113,9 +113,6 @@ def postgres(
     Ingestions of more than ``inline_index_max_chunks`` chunks (default 500) leave their
     postings and HNSW entries to ``PostgresBackend.index_backlog``; they are searchable at once.
     """
-    # Imported here: the Postgres backend needs Django set up, the memory backend does not.
-    from knowledge.rag.backends.postgres import INLINE_INDEX_MAX_CHUNKS, PostgresBackend
-
     if isinstance(positional_embedder, str) or table is not None:
         raise ConfigurationError(
             "rag.postgres takes no DSN or table: Quarry keeps chunks in Django's database "
@@ -125,6 +122,9 @@ def postgres(
         raise TypeError("rag.postgres() got the embedder both by position and by keyword")
     if positional_chunker is not None and chunker is not None:
         raise TypeError("rag.postgres() got the chunker both by position and by keyword")
+    # Imported here: the Postgres backend needs Django set up, the memory backend does not.
+    from knowledge.rag.backends.postgres import INLINE_INDEX_MAX_CHUNKS, PostgresBackend
+
     inline = INLINE_INDEX_MAX_CHUNKS if inline_index_max_chunks is None else inline_index_max_chunks
     backend = PostgresBackend(using, inline_index_max_chunks=inline)
     return service(

@@ -8,7 +8,7 @@ Samples that build a service at module level (the quick start, "Customize chunki
 run them, because each test builds its service over the backend it is testing.
 """
 
-# ruff: noqa: E302, E305 - the samples keep the seed's layout
+# ruff: noqa: E302, E305, E402, F811 - each sample keeps its own imports, as the seed writes them
 
 # --- Supply an embedder -------------------------------------------------------------------
 
