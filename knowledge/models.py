@@ -165,7 +165,9 @@ class Document(models.Model):
 
 
 class Chunk(models.Model):
-    """A searchable piece of a document: ``text == document.text[start_char:end_char]``."""
+    """A searchable piece of a document: ``text == document.text[start_char:end_char]`` when the
+    offsets are set; both are NULL for a chunk that is not a verbatim slice of its document
+    (a custom chunker may return any text)."""
 
     # No index of its own: (tenant, chunk_id) leads with the tenant.
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_index=False, related_name="+")
@@ -177,8 +179,8 @@ class Chunk(models.Model):
     title = models.CharField(max_length=1000, blank=True)
     uri = models.CharField(max_length=2048, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    start_char = models.PositiveIntegerField()
-    end_char = models.PositiveIntegerField()
+    start_char = models.PositiveIntegerField(null=True, blank=True)
+    end_char = models.PositiveIntegerField(null=True, blank=True)
     content_hash = models.CharField(max_length=64)
     # double precision[], L2-normalized on write so cosine similarity is a dot product.
     embedding = ArrayField(models.FloatField(), null=True, blank=True)

@@ -36,13 +36,13 @@ def chunk_search(
     limit: int = 8,
     filters: Mapping[str, object] | None = None,
     min_score: float | None = None,
-) -> list[rag.RAGHit]:
+) -> tuple[rag.RAGHit, ...]:
     """Ranked hits in the tenant, best first (raises the RAG API's validation errors)."""
     service = rag.tenant_service(tenant.slug)
     return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
 
 
-def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> list[rag.RAGChunk]:
+def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> tuple[rag.RAGChunk, ...]:
     """The tenant's chunks with these ids, in the requested order, missing ones omitted."""
     return async_to_sync(rag.tenant_service(tenant.slug, embedder=None).fetch)(ids)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.db.models.functions import Substr
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import SafeString
@@ -17,7 +18,7 @@ from accounts.access import TenantContext
 from accounts.web import base_context, tenant_page
 from knowledge import rag
 from knowledge.forms import FilterSyntaxError, parse_filters
-from knowledge.highlight import document_excerpt, query_terms, snippet, terms_pattern
+from knowledge.highlight import DOCUMENT_WINDOW_CHARS, document_excerpt, query_terms, snippet, terms_pattern
 from knowledge.rag import limits
 from knowledge.selectors import chunk_search, document_chunks, document_get
 
@@ -27,7 +28,11 @@ SEARCH_LIMIT = 10
 @tenant_page
 @require_GET
 def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) -> HttpResponse:
-    """A document of the tenant, the ``chunk`` of the query string highlighted; 404 for anything else."""
+    """A document of the tenant, the ``chunk`` of the query string highlighted; 404 for anything else.
+
+    A chunk without offsets (a custom chunker's text that is not a slice of the document)
+    is shown above the document, whose text then has no position highlighted.
+    """
     document = document_get(tenant=ctx.tenant, external_id=document_id)
     if document is None:
         raise Http404("Document not found.")
@@ -36,7 +41,9 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
     if chunk_id:
         chunk = (
             document_chunks(tenant=ctx.tenant, document=document).filter(chunk_id=chunk_id)
-            .values("chunk_id", "ordinal", "start_char", "end_char").first()
+            .values("chunk_id", "ordinal", "start_char", "end_char")
+            # A chunk without offsets is not a verbatim part of the text: the page shows it on its own.
+            .annotate(passage=Substr("text", 1, DOCUMENT_WINDOW_CHARS)).first()
         )
         if chunk is None:
             raise Http404("Passage not found.")

@@ -10,7 +10,7 @@ from django.db import OperationalError
 
 
 class UnreachableDatabase:
-    """A RAG backend whose server went away: every call fails as a dropped connection does."""
+    """A RAG backend (the seed's six methods) whose server went away: every call fails as a dropped connection does."""
 
     def _gone(self) -> OperationalError:
         return OperationalError("server closed the connection unexpectedly")
@@ -21,10 +21,10 @@ class UnreachableDatabase:
     async def close(self) -> None:
         return None
 
-    async def replace(self, namespace: str, documents: Sequence[Any], *, actor: str | None, trigger: str) -> int:
+    async def replace(self, namespace: str, document_ids: Sequence[str], chunks: Sequence[Any]) -> None:
         raise self._gone()
 
-    async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: str) -> int:
+    async def delete(self, namespace: str, document_ids: Sequence[str]) -> None:
         raise self._gone()
 
     async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[Any]:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
@@ -264,6 +265,19 @@ def test_chunk_view_lists_ordinals_offsets_previews_and_embedding(staff: World) 
     assert rows[0]["start_char"] == 0 and rows[0]["embedded"] is True and rows[0]["embedding_model"] == "test/bag-of-words"
     assert len(rows[0]["preview"]) == 160
     assert "long:0" in response.content.decode()
+
+
+def test_chunk_view_shows_chunks_that_are_not_slices_without_offsets(staff: World) -> None:
+    class Rephrasing:
+        def split(self, document: rag.RAGDocument) -> list[str]:
+            return [document.text.upper()]
+
+    async_to_sync(rag.postgres(embedder=None, chunker=Rephrasing(), namespace="acme").ingest)([rag.RAGDocument("loud", "quiet words")])
+    document = Document.objects.get(external_id="loud")
+    response = login(staff.editor).get(reverse("admin:knowledge_document_chunks", args=[document.pk]))
+    assert response.status_code == 200
+    assert [(r["start_char"], r["end_char"], r["preview"]) for r in response.context["rows"]] == [(None, None, "QUIET WORDS")]
+    assert "not a slice" in response.content.decode() and "None" not in response.content.decode()
 
 
 def test_search_playground_shows_ranked_hits_with_scores(staff: World) -> None:

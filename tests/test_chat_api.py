@@ -132,7 +132,7 @@ def test_memory_is_never_indexed_for_retrieval(model_world: World, fake: FakeOpe
     fake.chat_reply = "Platypus-4471 is the answer [1]."
     complete(model_world, model_world.teammate, session_id=session_id, prompt="Tell me about platypus-4471 uploads")
     hits = async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").search)("platypus-4471", mode="keyword")
-    assert hits == []
+    assert hits == ()
 
 
 def test_graph_search_only_adds_a_diagnostic(model_world: World, settings: Any) -> None:

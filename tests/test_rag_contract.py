@@ -93,7 +93,7 @@ def test_reingest_replaces_the_document_completely(make_service) -> None:
     assert first > 2
     assert run(service.ingest, [RAGDocument("doc", "zulu only now")]) == 1
     assert [c.text for c in run(service.fetch, [f"doc:{i}" for i in range(first)])] == ["zulu only now"]
-    assert run(service.search, "alpha", mode="keyword") == []
+    assert run(service.search, "alpha", mode="keyword") == ()
     assert [h.chunk.chunk_id for h in run(service.search, "zulu", mode="keyword")] == ["doc:0"]
 
 
@@ -221,8 +221,8 @@ def test_filters_equality_membership_and_across_fields(make_service, mode: Searc
 def test_stop_words_only_query_returns_nothing(make_service) -> None:
     service = make_service()
     run(service.ingest, DOCS)
-    assert run(service.search, "the of and to", mode="keyword") == []
-    assert run(service.search, "?!.,", mode="keyword") == []
+    assert run(service.search, "the of and to", mode="keyword") == ()
+    assert run(service.search, "?!.,", mode="keyword") == ()
 
 
 def test_namespaces_are_isolated_even_with_the_same_document_ids(make_service) -> None:
@@ -242,7 +242,7 @@ def test_namespace_callable_is_resolved_on_every_call(make_service) -> None:
     service = make_service(namespace=lambda: current["ns"])
     run(service.ingest, [RAGDocument("d", "written into acme")])
     current["ns"] = "globex"
-    assert run(service.fetch, ["d:0"]) == []
+    assert run(service.fetch, ["d:0"]) == ()
 
 
 def test_fetch_keeps_requested_order_and_omits_missing(make_service) -> None:
@@ -312,6 +312,57 @@ async def _await(coroutine):  # type: ignore[no-untyped-def]
 def test_value_types_validate_on_construction(build, error, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(error, match=message):
         build()
+
+
+def test_rag_chunk_equality_and_hash_are_the_seeds_eight_fields() -> None:
+    with_offsets = rag.RAGChunk("d:0", "d", "acme", "text", "T", None, {"k": 1}, (1.0,), start_char=3, end_char=7)
+    plain = rag.RAGChunk("d:0", "d", "acme", "text", "T", None, {"k": 1}, (1.0,))
+    assert with_offsets == plain and hash(with_offsets) == hash(plain) and len({with_offsets, plain}) == 1
+    assert plain != rag.RAGChunk("d:0", "d", "acme", "text", "T", None, {"k": 2}, (1.0,))
+    assert plain != rag.RAGChunk("d:0", "d", "acme", "text", "T", None, {"k": 1}, (0.5,))
+    with pytest.raises(ValueError, match="0 <= start_char < end_char"):
+        rag.RAGChunk("d:0", "d", "acme", "text", start_char=7, end_char=3)
+    with pytest.raises(TypeError, match="both be integers or both be null"):
+        rag.RAGChunk("d:0", "d", "acme", "text", start_char=0)
+
+
+class RoleAwareEmbedder:
+    """Declares a model id and takes ``kind``: queries and passages are embedded in their roles."""
+
+    model_id = "test/roles"
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    async def embed(self, texts, *, kind: str = "document"):  # type: ignore[no-untyped-def]
+        self.kinds.append(kind)
+        return [[1.0, float(len(t) % 7), 0.5] for t in texts]
+
+
+class PlainEmbedder:
+    """The seed's embedder: ``embed(texts)`` and nothing else (a ``kind=`` would be a TypeError)."""
+
+    async def embed(self, texts):  # type: ignore[no-untyped-def]
+        return [[1.0, float(len(t) % 7), 0.5] for t in texts]
+
+
+def test_embedders_get_kind_only_when_their_embed_takes_it(make_service) -> None:
+    roles = RoleAwareEmbedder()
+    service = make_service(embedder=roles)
+    run(service.ingest, DOCS)
+    assert run(service.search, "upload files", mode="semantic")
+    assert roles.kinds == ["document", "query"]
+    plain = make_service(embedder=PlainEmbedder(), namespace="globex")
+    assert run(plain.ingest, DOCS) == 3
+    assert {h.chunk.document_id for h in run(plain.search, "upload files", mode="hybrid")} <= {"guide", "modes", "hallo"}
+
+
+def test_anonymous_embedders_keep_their_vectors_apart_from_named_ones(make_service) -> None:
+    """Vectors carry the derived id ``<module>.<class>/<dimension>``; a semantic search with another
+    embedder (another id) does not rank them, exactly as for two named models."""
+    run(make_service(embedder=PlainEmbedder()).ingest, DOCS)
+    assert len(run(make_service(embedder=PlainEmbedder()).search, "upload", mode="semantic")) == 3
+    assert run(make_service(embedder=RoleAwareEmbedder()).search, "upload", mode="semantic") == ()
 
 
 def test_rag_chunk_positional_order() -> None:
@@ -426,7 +477,7 @@ def test_postgres_document_row_describes_current_chunks(db: None) -> None:
 def test_postgres_unknown_namespace_is_a_clear_error(db: None) -> None:
     with pytest.raises(rag.NamespaceNotFound, match="no tenant"):
         run(rag.postgres(None, namespace="ghost").ingest, [DOCS[0]])
-    assert run(rag.postgres(None, namespace="ghost").search, "x", mode="keyword") == []
+    assert run(rag.postgres(None, namespace="ghost").search, "x", mode="keyword") == ()
     assert Tenant.objects.filter(slug="ghost").count() == 0
 
 

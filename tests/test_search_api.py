@@ -92,6 +92,19 @@ def test_fetch_returns_requested_order_and_omits_missing_and_foreign(indexed: Wo
     assert "Globex" not in response.json()["chunks"][1]["text"]
 
 
+def test_chunks_that_are_not_slices_have_null_offsets_in_json(indexed: World) -> None:
+    class Rephrasing:
+        def split(self, document: rag.RAGDocument) -> list[str]:
+            return [f"In short: {document.text.lower()}"]
+
+    async_to_sync(rag.postgres(embedder=None, chunker=Rephrasing(), namespace="acme").ingest)([rag.RAGDocument("brief", "Otters Float")])
+    client = indexed.client(indexed.teammate)
+    fetched = client.post("/v1/chunks/fetch", {"ids": ["brief:0"]}, format="json").json()["chunks"]
+    assert [(c["text"], c["start_char"], c["end_char"]) for c in fetched] == [("In short: otters float", None, None)]
+    found = client.post("/v1/search", {"query": "otters", "mode": "keyword"}, format="json").json()["hits"]
+    assert [(h["chunk_id"], h["start_char"], h["end_char"]) for h in found] == [("brief:0", None, None)]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [({"ids": []}, "ids"), ({"ids": "guide:0"}, "ids"), ({"ids": ["no ordinal"]}, "ids"), ({"ids": [f"d:{i}" for i in range(1001)]}, "ids")],

@@ -193,6 +193,31 @@ def test_document_page_highlights_the_cited_passage_and_escapes_everything(corpu
     assert plain.status_code == 200 and b"Editors upload files in the admin." in plain.content and b"<mark" not in plain.content
 
 
+class Abstracts:
+    """A custom chunker whose passages are not slices of the document (the seed allows any non-empty strings)."""
+
+    def split(self, document: rag.RAGDocument) -> list[str]:
+        return [f"Abstract: {document.text.split('.')[0].lower()} <b>(derived)</b>", document.text]
+
+
+def test_document_page_shows_a_derived_passage_apart_and_marks_no_position(corpus: World) -> None:
+    async_to_sync(rag.postgres(embedder=None, chunker=Abstracts(), namespace="acme").ingest)(
+        [rag.RAGDocument("memo", "Otters hold hands while sleeping. They float on their backs.", title="Memo")]
+    )
+    client = signed_in(corpus.teammate)
+    html = client.get("/documents/memo", {"chunk": "memo:0"}).content.decode()
+    figure = re.search(r'<figure id="passage" class="passage passage-apart"[^>]*>(.*?)</figure>', html, re.S)
+    assert figure is not None and "not marked" in figure.group(1)
+    assert "Abstract: otters hold hands while sleeping &lt;b&gt;(derived)&lt;/b&gt;" in figure.group(1)
+    body = html[html.index('<div class="document-text">'):]
+    assert body.startswith('<div class="document-text">Otters hold hands while sleeping. They float on their backs.</div>')
+    assert "<mark" not in html, "no position is highlighted"
+    # The document's own text as a chunk still has its place marked.
+    verbatim = client.get("/documents/memo", {"chunk": "memo:1"}).content.decode()
+    assert '<mark id="passage" class="passage" tabindex="-1" aria-label="Cited passage">Otters hold hands' in verbatim
+    assert "passage-apart" not in verbatim
+
+
 def test_documents_of_another_tenant_or_unknown_passages_are_404(corpus: World) -> None:
     teammate = signed_in(corpus.teammate)
     assert teammate.get("/documents/missing").status_code == 404

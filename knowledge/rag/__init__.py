@@ -1,12 +1,29 @@
-"""Quarry's typed, async RAG API (DESIGN section 4).
+"""Quarry's typed, async RAG API (DESIGN section 4), after the seed "Harnest RAG Extension".
 
-    from knowledge import rag
+Both import styles of the seed work and give the same object::
+
+    from knowledge import rag                      # Quarry's own code
+    from knowledge.rag import RAGService, rag      # the seed's "from harnest.extensions.rag import ..."
+
     async with rag.postgres(embedder=rag.default_embedder(), namespace="acme") as service:
         await service.ingest([rag.RAGDocument("faq", "Quarry is a knowledge base.")])
         hits = await service.search("what is quarry?")
+
+Where Quarry differs from the seed on purpose:
+
+- ``rag.postgres`` stores chunks in Django's database (``DATABASES[using]``, the
+  ``knowledge_chunk`` table of the migrations), so it takes no DSN, ``table``, ``pool``
+  or ``setup_schema``; its namespaces are tenant slugs and must exist as tenants.
+- ``namespace`` is required: every chunk belongs to a tenant, and there is no shared default.
+- Reads return chunks without their vectors (the vectors stay in the datastore), so a
+  fetched chunk equals the same chunk in a search hit.
+- The service embeds up to 1,000 texts per call (the embedder's ``batch_size`` when it
+  follows progress) instead of the seed's ``batch_size=100`` option.
 """
 
 from __future__ import annotations
+
+import sys
 
 from knowledge.rag.chunking import FixedSizeChunker
 from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder
@@ -24,21 +41,40 @@ from knowledge.rag.factory import default_embedder, tenant_service
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.types import (
     Chunker,
+    DocumentStore,
     Embedder,
+    EmbeddingCache,
+    FilterValue,
     RAGBackend,
     RAGChunk,
     RAGDocument,
     RAGHit,
     RAGQuery,
+    Scalar,
     SearchMode,
 )
 
 __all__ = [
-    "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "Embedder", "EmbedderError",
-    "FixedSizeChunker", "NamespaceNotFound", "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit",
-    "RAGQuery", "RAGService", "RAGTypeError", "RAGValidationError", "SearchMode", "memory", "postgres", "service",
+    "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
+    "EmbeddingCache", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
+    "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
+    "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
     "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The seed's public API names both built-in backends; the PostgreSQL one needs Django
+    # set up, so both are imported on first use rather than with the package.
+    if name == "PostgresBackend":
+        from knowledge.rag.backends.postgres import PostgresBackend
+
+        return PostgresBackend
+    if name == "MemoryBackend":
+        from knowledge.rag.backends.memory import MemoryBackend
+
+        return MemoryBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def service(
@@ -50,31 +86,51 @@ def service(
     rrf_k: int = 60,
     rerank: bool = False,
 ) -> RAGService:
-    """A service over any backend."""
+    """A service over any backend of the seed's ``RAGBackend`` contract."""
     return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
 
 
 def postgres(
+    positional_embedder: Embedder | None = None,
+    positional_chunker: Chunker | None = None,
+    /,
+    *,
     embedder: Embedder | None = None,
     chunker: Chunker | None = None,
-    *,
     namespace: Namespace,
     using: str = "default",
     rrf_k: int = 60,
     rerank: bool = False,
     inline_index_max_chunks: int | None = None,
+    table: str | None = None,
 ) -> RAGService:
     """A service over the Django-model backend; the namespace is a tenant slug.
+
+    ``embedder`` and ``chunker`` may also be given by position (Quarry's older form). The
+    seed's first argument, a DSN, and its ``table`` are refused with ``ConfigurationError``:
+    storage is Django's database alias ``using``.
 
     Ingestions of more than ``inline_index_max_chunks`` chunks (default 500) leave their
     postings and HNSW entries to ``PostgresBackend.index_backlog``; they are searchable at once.
     """
+    if isinstance(positional_embedder, str) or table is not None:
+        raise ConfigurationError(
+            "rag.postgres takes no DSN or table: Quarry keeps chunks in Django's database "
+            "(settings.DATABASES; choose the alias with using=...) in the knowledge_chunk table of its migrations"
+        )
+    if positional_embedder is not None and embedder is not None:
+        raise TypeError("rag.postgres() got the embedder both by position and by keyword")
+    if positional_chunker is not None and chunker is not None:
+        raise TypeError("rag.postgres() got the chunker both by position and by keyword")
     # Imported here: the Postgres backend needs Django set up, the memory backend does not.
     from knowledge.rag.backends.postgres import INLINE_INDEX_MAX_CHUNKS, PostgresBackend
 
     inline = INLINE_INDEX_MAX_CHUNKS if inline_index_max_chunks is None else inline_index_max_chunks
     backend = PostgresBackend(using, inline_index_max_chunks=inline)
-    return service(backend, embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+    return service(
+        backend, embedder if embedder is not None else positional_embedder, chunker if chunker is not None else positional_chunker,
+        namespace=namespace, rrf_k=rrf_k, rerank=rerank,
+    )
 
 
 def memory(
@@ -90,3 +146,8 @@ def memory(
     from knowledge.rag.backends.memory import MemoryBackend
 
     return service(MemoryBackend(max_chunks), embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+
+
+# The seed's ``from harnest.extensions.rag import rag`` names an object whose ``postgres``,
+# ``memory`` and ``service`` are these factories: here that object is this module itself.
+rag = sys.modules[__name__]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from knowledge.rag.errors import RAGValidationError
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
+
+from knowledge.rag.errors import RAGTypeError, RAGValidationError
 from knowledge.rag.types import RAGDocument
 
 
@@ -12,7 +15,8 @@ class FixedSizeChunker:
     Boundaries move back to the nearest whitespace (within a fifth of ``size``)
     so words are not cut; a text without whitespace is cut hard. Leading and
     trailing whitespace is trimmed from each chunk, so every chunk is an exact
-    substring ``document.text[start:end]`` and whitespace-only pieces vanish.
+    substring ``document.text[start:end]`` (``spans`` reports them) and
+    whitespace-only pieces vanish.
     The same text always gives the same chunks, which keeps chunk ids stable.
     """
 
@@ -79,23 +83,46 @@ def _first_space(text: str, lower: int, upper: int) -> int | None:
     return None
 
 
-def chunk_spans(chunker: object, document: RAGDocument) -> list[tuple[int, int]]:
-    """Offsets of each chunk of ``document``, from ``spans()`` when the chunker has it,
-    else by finding each text in order (any chunker that returns substrings works)."""
+def chunker_output(chunker: object, document: RAGDocument, at_most: int) -> tuple[list[object], list[tuple[int, int]] | None, bool]:
+    """What ``chunker`` makes of ``document``: ``(pieces, spans, complete)``, nothing checked but the shape.
+
+    ``spans`` are the pieces' offsets when the chunker reports them (``spans()``, as
+    ``FixedSizeChunker`` does), else None. A sequence is read whole; an iterator (a
+    generator ``split``) is read to at most ``at_most`` pieces, and ``complete`` is False
+    when it had more, so a runaway chunker cannot exhaust memory.
+    """
     spans_fn = getattr(chunker, "spans", None)
     if callable(spans_fn):
-        return list(spans_fn(document.text))
-    texts = chunker.split(document)  # type: ignore[attr-defined]
-    spans: list[tuple[int, int]] = []
+        spans = list(spans_fn(document.text))
+        n = len(document.text)
+        for index, span in enumerate(spans):
+            if (
+                not isinstance(span, tuple) or len(span) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in span)
+                or not 0 <= span[0] < span[1] <= n
+            ):
+                raise RAGValidationError(f"documents[{document.id}].chunks[{index}]", f"a chunker returned the span {span!r}, not (start, end) within the document")
+        return [document.text[start:end] for start, end in spans], spans, True
+    output = chunker.split(document)  # type: ignore[attr-defined]
+    if isinstance(output, str | bytes | Mapping) or not isinstance(output, Iterable):
+        raise RAGTypeError(f"documents[{document.id}].chunks", f"a chunker must return a sequence of strings, got {type(output).__name__}")
+    if isinstance(output, Sequence):
+        return list(output), None, True
+    pieces = list(islice(output, at_most + 1))
+    return pieces[:at_most], None, len(pieces) <= at_most
+
+
+def locate(text: str, pieces: Sequence[str]) -> list[tuple[int | None, int | None]]:
+    """Offsets of each piece in ``text``, searched in order (a repeated passage is found at its
+    next occurrence); ``(None, None)`` for a piece that is not a verbatim part of ``text``."""
+    offsets: list[tuple[int | None, int | None]] = []
     cursor = 0
-    for index, piece in enumerate(texts):
-        if not isinstance(piece, str) or not piece.strip():
-            raise RAGValidationError(f"chunks[{index}]", "a chunker returned an empty or non-text chunk")
-        at = document.text.find(piece, cursor)
+    for piece in pieces:
+        at = text.find(piece, cursor)
         if at < 0:
-            at = document.text.find(piece)
+            at = text.find(piece)
         if at < 0:
-            raise RAGValidationError(f"chunks[{index}]", "a chunker returned text that is not part of the document")
-        spans.append((at, at + len(piece)))
+            offsets.append((None, None))
+            continue
+        offsets.append((at, at + len(piece)))
         cursor = at + 1
-    return spans
+    return offsets

@@ -1,21 +1,28 @@
 """``RAGService``: the one entry point for ingesting, searching and fetching chunks.
 
 The service validates every request before an embedder or backend sees it,
-chunks and embeds documents (reusing the embeddings of unchanged chunks), and
-re-checks every backend result, so a faulty backend raises instead of leaking
-another namespace's data or breaking the ordering contract.
+chunks and embeds documents (reusing the embeddings of unchanged chunks when the
+backend can say which it holds), and re-checks every backend result, so a faulty
+backend raises instead of leaking another namespace's data or breaking the
+ordering contract.
+
+Providers need only the seed's contracts (``knowledge.rag.types``): an embedder's
+``embed(texts)``, a chunker's ``split(document)``, a backend's six methods. What
+Quarry's own providers offer beyond that (``model_id``, ``kind=``, whole-document
+writes with an audit trail, stored-vector reuse, re-ranking) is looked up and used
+when present, never required.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 from knowledge.rag import limits
-from knowledge.rag.chunking import FixedSizeChunker, chunk_spans
+from knowledge.rag.chunking import FixedSizeChunker, chunker_output, locate
 from knowledge.rag.errors import (
     BackendContractError,
     ConfigurationError,
@@ -25,6 +32,7 @@ from knowledge.rag.errors import (
 )
 from knowledge.rag.types import (
     Chunker,
+    DocumentStore,
     Embedder,
     EmbedKind,
     Filters,
@@ -40,6 +48,12 @@ from knowledge.rag.types import (
     Vector,
     check_identifier,
     check_vector,
+    content_hash,
+    declared_dimension,
+    embedder_label,
+    embedder_model_id,
+    embedding_input,
+    takes_keyword,
 )
 
 Namespace = str | Callable[[], str]
@@ -47,19 +61,20 @@ Namespace = str | Callable[[], str]
 # Texts per embedding call when the caller follows progress (embedders without a batch_size).
 PROGRESS_BATCH = 32
 
+BACKEND_METHODS = ("start", "close", "replace", "delete", "fetch", "search")
 
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+# Writes through a backend of the seed's contract alone (no ``replace_documents``) have no
+# audit table of their own: they are recorded here, without their content.
+audit_log = logging.getLogger("knowledge.rag.audit")
 
 
-def embedding_input(document: RAGDocument, chunk_text: str) -> str:
-    """What the embedder sees for a chunk: the document title, then the chunk.
+class _Piece:
+    """One chunk of a planned ingestion: its text and offsets in the document (None: not a slice)."""
 
-    The title places a chunk cut from the middle of a long document in context.
-    A chunk's ``content_hash`` is the hash of this text, so a changed title or
-    chunk text means a new embedding and nothing else does.
-    """
-    return f"{document.title}\n\n{chunk_text}" if document.title else chunk_text
+    __slots__ = ("end", "start", "text")
+
+    def __init__(self, text: str, start: int | None, end: int | None) -> None:
+        self.text, self.start, self.end = text, start, end
 
 
 class RAGService:
@@ -80,6 +95,18 @@ class RAGService:
         rrf_k: int = 60,
         rerank: bool = False,
     ) -> None:
+        missing = [name for name in BACKEND_METHODS if not callable(getattr(backend, name, None))]
+        if missing:
+            raise ConfigurationError(f"{type(backend).__name__} is not a RAGBackend: it lacks {', '.join(missing)}")
+        if isinstance(embedder, str):
+            raise ConfigurationError(
+                "the embedder is a string: Quarry's PostgreSQL storage takes no DSN, it is Django's database "
+                "(rag.postgres(embedder=..., namespace=..., using='<DATABASES alias>'))"
+            )
+        if embedder is not None and not callable(getattr(embedder, "embed", None)):
+            raise ConfigurationError(f"{type(embedder).__name__} is not an Embedder: it has no async embed(texts)")
+        if chunker is not None and not callable(getattr(chunker, "split", None)) and not callable(getattr(chunker, "spans", None)):
+            raise ConfigurationError(f"{type(chunker).__name__} is not a Chunker: it has no split(document)")
         self.backend = backend
         self.embedder = embedder
         self.chunker: Chunker = chunker or FixedSizeChunker()
@@ -87,6 +114,10 @@ class RAGService:
         self.rrf_k = rrf_k
         self.rerank = rerank
         self._started = False
+        # Learned from the first vectors of an embedder that declares no dimension: every
+        # later vector must match it, and it completes the embedder's derived model id.
+        self._dimension_seen: int | None = None
+        self._kind_for: tuple[object, bool] | None = None
 
     # --- lifecycle -------------------------------------------------------------
 
@@ -109,8 +140,11 @@ class RAGService:
 
     @property
     def namespace(self) -> str:
-        value = self._namespace() if callable(self._namespace) else self._namespace
-        return check_identifier("namespace", value, limits.NAMESPACE_RE, "namespace")
+        """The namespace of this operation (a callable is called anew), validated."""
+        return check_identifier("namespace", self._resolve_namespace(), limits.NAMESPACE_RE, "namespace")
+
+    def _resolve_namespace(self) -> object:
+        return self._namespace() if callable(self._namespace) else self._namespace
 
     # --- writes ----------------------------------------------------------------
 
@@ -122,10 +156,13 @@ class RAGService:
         actor: str | None = None,
         on_progress: Callable[[float], None] | None = None,
     ) -> int:
-        """Replace each document's chunks completely; return the number of chunks stored.
+        """Replace each document's chunks completely; return the number of chunks generated and stored.
 
-        All documents of one call are validated, chunked and embedded first; if
-        anything fails, nothing is written and previous chunks stay as they were.
+        Checks run in the order of the seed's list of bounds (documents, characters,
+        characters per chunk, chunks per request, identifiers), then everything else
+        (chunker output, duplicate ids, trigger). All documents of one call are
+        validated, chunked and embedded first; if anything fails, nothing is written
+        and previous chunks stay as they were.
 
         ``on_progress``, when given, is called with the fraction (0..1) of the
         texts to embed that are done, after every embedding batch, and with 1.0
@@ -133,71 +170,59 @@ class RAGService:
         loop, so it must not block; an exception it raises aborts the ingest
         before anything is written (a worker's cancellation point).
         """
+        docs = _check_documents(documents)
+        planned = self._plan(docs)
         namespace = self.namespace
-        docs = self._check_documents(documents)
+        ids = [d.id for d in docs]
+        if len(set(ids)) != len(ids):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
+            raise RAGValidationError("documents", f"document ids must be unique ids within one request; repeated: {', '.join(dupes)}")
         _check_trigger(trigger)
-        planned = [(doc, chunk_spans(self.chunker, doc)) for doc in docs]
-        total_chunks = sum(len(spans) for _, spans in planned)
-        if total_chunks > limits.MAX_CHUNKS_PER_INGEST:
-            raise RAGValidationError("documents", f"at most {limits.MAX_CHUNKS_PER_INGEST} chunks per ingestion request, got {total_chunks}")
-        for doc, spans in planned:
-            if not spans:
-                raise RAGValidationError(f"documents[{doc.id}].text", "has no text to index")
-            for start, end in spans:
-                if end - start > limits.MAX_CHARS_PER_CHUNK:
-                    raise RAGValidationError("chunks", f"at most {limits.MAX_CHARS_PER_CHUNK} characters per chunk, got {end - start}")
+        total_chunks = sum(len(pieces) for _, pieces in planned)
         if not self._started:
             await self.start()
 
-        vectors: dict[str, Vector] = {}
-        missing: dict[str, str] = {}
-        model_id = self.embedder.model_id if self.embedder else None
-        if self.embedder is not None:
-            known = await self.backend.known_embeddings(namespace, [d.id for d in docs], self.embedder.model_id)
-            reuse = {text_hash: vector for (_, text_hash), vector in known.items()}
-            for doc, spans in planned:
-                for start, end in spans:
-                    text = embedding_input(doc, doc.text[start:end])
-                    digest = content_hash(text)
-                    if digest not in reuse:
-                        missing.setdefault(digest, text)
-            vectors.update(reuse)
-            vectors.update(await self._embed_many(list(missing.items()), kind="document", on_progress=on_progress))
-        if on_progress is not None and not missing:
-            on_progress(1.0)  # nothing was embedded: still one cancellation point before the write
+        vectors, model_id = await self._document_vectors(namespace, planned, on_progress)
+        store = _document_store(self.backend)
+        if store is not None:
+            prepared = [
+                PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)))
+                for doc, pieces in planned
+            ]
+            stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
+            if stored != total_chunks:
+                raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
+            return total_chunks
+        chunks = [
+            RAGChunk(
+                f"{doc.id}:{ordinal}", doc.id, namespace, piece.text, doc.title, doc.uri, doc.metadata,
+                vectors.get(content_hash(embedding_input(doc.title, piece.text))), start_char=piece.start, end_char=piece.end,
+            )
+            for doc, pieces in planned
+            for ordinal, piece in enumerate(pieces)
+        ]
+        await self.backend.replace(namespace, tuple(ids), tuple(chunks))
+        audit_log.info("ingest namespace=%s trigger=%s actor=%s documents=%s chunks=%s", namespace, trigger, actor, ids, total_chunks)
+        return total_chunks
 
-        prepared: list[PreparedDocument] = []
-        for doc, spans in planned:
-            chunks = []
-            for ordinal, (start, end) in enumerate(spans):
-                text = doc.text[start:end]
-                digest = content_hash(embedding_input(doc, text))
-                chunks.append(
-                    PreparedChunk(
-                        chunk_id=f"{doc.id}:{ordinal}",
-                        ordinal=ordinal,
-                        text=text,
-                        start_char=start,
-                        end_char=end,
-                        content_hash=digest,
-                        embedding=vectors.get(digest),
-                        embedding_model=model_id,
-                    )
-                )
-            prepared.append(PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(chunks)))
-        stored = await self.backend.replace(namespace, prepared, actor=actor, trigger=trigger)
-        if stored != total_chunks:
-            raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
-        return stored
+    async def delete(self, document_ids: Sequence[str], *, trigger: Trigger = "user", actor: str | None = None) -> int | None:
+        """Delete documents and all their chunks in this namespace.
 
-    async def delete(self, document_ids: Sequence[str], *, trigger: Trigger = "user", actor: str | None = None) -> int:
-        """Delete documents and all their chunks; return how many documents existed."""
-        namespace = self.namespace
+        Returns how many of the documents existed when the backend reports it (Quarry's
+        backends do, through ``delete_documents``); None for a backend of the seed's
+        contract alone, whose ``delete`` reports nothing.
+        """
         ids = _check_ids(document_ids, "document_ids", limits.DOCUMENT_ID_RE, "document id", limits.MAX_DOCUMENTS_PER_INGEST)
+        namespace = self.namespace
         _check_trigger(trigger)
         if not self._started:
             await self.start()
-        return await self.backend.delete(namespace, ids, actor=actor, trigger=trigger)
+        store = _document_store(self.backend)
+        if store is not None:
+            return await store.delete_documents(namespace, ids, actor=actor, trigger=trigger)
+        await self.backend.delete(namespace, tuple(ids))
+        audit_log.info("delete namespace=%s trigger=%s actor=%s documents=%s", namespace, trigger, actor, ids)
+        return None
 
     # --- reads -----------------------------------------------------------------
 
@@ -211,69 +236,136 @@ class RAGService:
         *,
         rrf_k: int | None = None,
         rerank: bool | None = None,
-    ) -> list[RAGHit]:
-        """Ranked hits, best first, at most ``limit``, all with ``score >= min_score``."""
-        namespace = self.namespace
-        # Validate everything (as a keyword query) before the embedder sees the text.
+    ) -> tuple[RAGHit, ...]:
+        """Ranked hits, best first, at most ``limit``, all with ``score >= min_score``.
+
+        ``rerank`` (cosine re-ordering of the fused candidates) reaches the backend only
+        when it declares ``supports_rerank``; other backends rank as they do.
+        """
+        # Validate everything (as a keyword query, in the seed's order: the namespace is an
+        # identifier, checked after limit, text and filters) before the embedder sees the text.
         probe = RAGQuery(
-            text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
+            text, self._resolve_namespace(), mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
             rrf_k=self.rrf_k if rrf_k is None else rrf_k,
         )
+        namespace = probe.namespace
         mode = SearchMode.parse(mode)
         vector: Vector | None = None
+        model_id: str | None = None
         if mode is not SearchMode.KEYWORD:
             if self.embedder is None:
                 raise ConfigurationError(f"{mode.value} search needs an embedder; this service has none (keyword search works)")
             vector = (await self._embed_checked([text], kind="query"))[0]
+            model_id = embedder_model_id(self.embedder, len(vector))
+        wants_rerank = self.rerank if rerank is None else bool(rerank)
         query = RAGQuery(
             probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
-            vector=vector, rrf_k=probe.rrf_k, rerank=self.rerank if rerank is None else bool(rerank),
-            embedding_model=self.embedder.model_id if self.embedder else None,
+            vector=vector, rrf_k=probe.rrf_k, rerank=wants_rerank and getattr(self.backend, "supports_rerank", False) is True,
+            embedding_model=model_id,
         )
         if not self._started:
             await self.start()
         hits = await self.backend.search(query)
-        return self._recheck_hits(query, hits)
+        return _recheck_hits(query, hits)
 
-    async def fetch(self, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+    async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
         """The chunks with these ids, in the requested order; unknown ids are omitted."""
-        namespace = self.namespace
         ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_FETCH_IDS)
+        namespace = self.namespace
         if not self._started:
             await self.start()
-        chunks = await self.backend.fetch(namespace, ids)
+        chunks = await self.backend.fetch(namespace, tuple(dict.fromkeys(ids)))
+        if not _is_sequence(chunks):
+            raise BackendContractError(f"backend fetch returned {type(chunks).__name__}, expected a sequence of RAGChunk")
+        wanted = set(ids)
         by_id: dict[str, RAGChunk] = {}
         for chunk in chunks:
             if not isinstance(chunk, RAGChunk):
                 raise BackendContractError(f"backend returned {type(chunk).__name__} from fetch, expected RAGChunk")
             if chunk.namespace != namespace:
                 raise BackendContractError(f"backend returned chunk {chunk.chunk_id} of another namespace from fetch")
-            if chunk.chunk_id not in ids:
+            if chunk.chunk_id not in wanted:
                 raise BackendContractError(f"backend returned chunk {chunk.chunk_id} that was not requested")
             by_id[chunk.chunk_id] = chunk
-        return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+        return tuple(by_id[i] for i in dict.fromkeys(ids) if i in by_id)
 
     # --- internals -------------------------------------------------------------
 
-    def _check_documents(self, documents: Sequence[RAGDocument]) -> list[RAGDocument]:
-        if isinstance(documents, RAGDocument) or not isinstance(documents, Sequence):
-            raise RAGTypeError("documents", "must be a list of RAGDocument")
-        docs = list(documents)
-        if not docs:
-            raise RAGValidationError("documents", "at least 1 document per ingestion request")
-        if len(docs) > limits.MAX_DOCUMENTS_PER_INGEST:
-            raise RAGValidationError("documents", f"at most {limits.MAX_DOCUMENTS_PER_INGEST} documents per ingestion request, got {len(docs)}")
+    def _plan(self, docs: list[RAGDocument]) -> list[tuple[RAGDocument, list[_Piece]]]:
+        """Each document's chunks with their offsets, checked: the seed's bounds (characters per
+        chunk, then chunks per request), then the rest (types, empty chunks, NUL characters)."""
+        outputs: list[tuple[RAGDocument, list[object], list[tuple[int, int]] | None]] = []
+        complete = True
+        read = 0
         for doc in docs:
-            if not isinstance(doc, RAGDocument):
-                raise RAGTypeError("documents", f"must contain RAGDocument values, got {type(doc).__name__}")
-        ids = [d.id for d in docs]
-        if len(set(ids)) != len(ids):
-            dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
-            raise RAGValidationError("documents", f"document ids must be unique ids within one request; repeated: {', '.join(dupes)}")
-        total = sum(len(d.text) for d in docs)
-        if total > limits.MAX_CHARS_PER_INGEST:
-            raise RAGValidationError("documents", f"at most {limits.MAX_CHARS_PER_INGEST} characters per ingestion request, got {total}")
-        return docs
+            if read > limits.MAX_CHUNKS_PER_INGEST:
+                complete = False  # already over the bound: the rest cannot bring it back
+                break
+            pieces, spans, whole = chunker_output(self.chunker, doc, limits.MAX_CHUNKS_PER_INGEST + 1 - read)
+            complete = complete and whole
+            read += len(pieces)
+            outputs.append((doc, pieces, spans))
+        for doc, pieces, _ in outputs:
+            for index, piece in enumerate(pieces):
+                if isinstance(piece, str) and len(piece) > limits.MAX_CHARS_PER_CHUNK:
+                    raise RAGValidationError(
+                        f"documents[{doc.id}].chunks[{index}]", f"at most {limits.MAX_CHARS_PER_CHUNK} characters per chunk, got {len(piece)}"
+                    )
+        if read > limits.MAX_CHUNKS_PER_INGEST or not complete:
+            got = f"got {read}" if complete else f"got more than {limits.MAX_CHUNKS_PER_INGEST}"
+            raise RAGValidationError("documents", f"at most {limits.MAX_CHUNKS_PER_INGEST} chunks per ingestion request, {got}")
+        planned: list[tuple[RAGDocument, list[_Piece]]] = []
+        for doc, pieces, spans in outputs:
+            if not pieces:
+                raise RAGValidationError(f"documents[{doc.id}].text", "has no text to index")
+            for index, piece in enumerate(pieces):
+                where = f"documents[{doc.id}].chunks[{index}]"
+                if not isinstance(piece, str):
+                    raise RAGTypeError(where, f"a chunker must return strings, got {type(piece).__name__}")
+                if not piece.strip():
+                    raise RAGValidationError(where, "a chunker returned an empty chunk")
+                if "\x00" in piece:
+                    raise RAGValidationError(where, "must not contain NUL characters")
+            texts: list[str] = pieces  # type: ignore[assignment]  # all strings, checked above
+            offsets = spans if spans is not None else locate(doc.text, texts)
+            planned.append((doc, [_Piece(t, start, end) for t, (start, end) in zip(texts, offsets, strict=True)]))
+        return planned
+
+    async def _document_vectors(
+        self, namespace: str, planned: list[tuple[RAGDocument, list[_Piece]]], on_progress: Callable[[float], None] | None
+    ) -> tuple[dict[str, Vector], str | None]:
+        """Vectors by content hash for every chunk (reused where the backend holds them), and the model id."""
+        if self.embedder is None:
+            if on_progress is not None:
+                on_progress(1.0)  # nothing to embed: still one cancellation point before the write
+            return {}, None
+        items: dict[str, str] = {}
+        for doc, pieces in planned:
+            for piece in pieces:
+                text = embedding_input(doc.title, piece.text)
+                items.setdefault(content_hash(text), text)
+        vectors: dict[str, Vector] = {}
+        model_id = embedder_model_id(self.embedder, self._expected_dimension())
+        if model_id is None:
+            # An embedder without model_id or dimension: its id needs the dimension of its
+            # vectors, so embed one text first (it would be embedded anyway unless unchanged).
+            first = next(iter(items.items()))
+            vectors.update(await self._embed_many([first], kind="document"))
+            model_id = embedder_model_id(self.embedder, self._dimension_seen)
+        known_embeddings = getattr(self.backend, "known_embeddings", None)
+        if callable(known_embeddings):
+            known: Mapping[tuple[str, str], Vector] = await known_embeddings(namespace, [doc.id for doc, _ in planned], model_id)
+            for (_, digest), vector in known.items():
+                vectors.setdefault(digest, vector)
+        missing = [(digest, text) for digest, text in items.items() if digest not in vectors]
+        vectors.update(await self._embed_many(missing, kind="document", on_progress=on_progress))
+        if on_progress is not None and not missing:
+            on_progress(1.0)
+        return vectors, model_id
+
+    def _expected_dimension(self) -> int | None:
+        assert self.embedder is not None
+        return declared_dimension(self.embedder) or self._dimension_seen
 
     async def _embed_many(
         self, items: list[tuple[str, str]], *, kind: EmbedKind, on_progress: Callable[[float], None] | None = None
@@ -283,7 +375,9 @@ class RAGService:
         if on_progress is not None:
             # Smaller calls so progress (and cancellation) moves during long work; the
             # embedder's own batch size keeps provider round trips as large as before.
-            step = min(limits.MAX_EMBED_BATCH, max(1, int(getattr(self.embedder, "batch_size", 0) or PROGRESS_BATCH)))
+            size = getattr(self.embedder, "batch_size", None)
+            size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else PROGRESS_BATCH
+            step = min(limits.MAX_EMBED_BATCH, size)
         for i in range(0, len(items), step):
             batch = items[i : i + step]
             vectors = await self._embed_checked([text for _, text in batch], kind=kind)
@@ -292,60 +386,116 @@ class RAGService:
                 on_progress(min(1.0, (i + len(batch)) / len(items)))
         return out
 
+    async def _call_embedder(self, texts: list[str], kind: EmbedKind) -> Any:
+        embedder = self.embedder
+        assert embedder is not None
+        # The seed's embedder is embed(texts); Quarry's also take kind= (query vs document
+        # roles). Read the signature once per embedder, never guess from a TypeError.
+        if self._kind_for is None or self._kind_for[0] is not embedder:
+            self._kind_for = (embedder, takes_keyword(embedder.embed, "kind"))
+        if self._kind_for[1]:
+            return await embedder.embed(texts, kind=kind)  # type: ignore[call-arg]
+        return await embedder.embed(texts)
+
     async def _embed_checked(self, texts: list[str], *, kind: EmbedKind) -> list[Vector]:
         assert self.embedder is not None
+        label = embedder_label(self.embedder)
         if not 1 <= len(texts) <= limits.MAX_EMBED_BATCH:
-            raise RAGValidationError("texts", f"embedding batches hold 1 to {limits.MAX_EMBED_BATCH} texts, got {len(texts)}")
+            raise RAGValidationError("texts", f"embedding batches from 1 to {limits.MAX_EMBED_BATCH} texts, got {len(texts)}")
         try:
-            raw = await self.embedder.embed(texts, kind=kind)
+            raw = await self._call_embedder(texts, kind)
         except (RAGValidationError, RAGTypeError, EmbedderError):
             raise
         except Exception as exc:
-            raise EmbedderError(f"embedder {self.embedder.model_id} failed: {exc}") from exc
-        if not isinstance(raw, Sequence) or len(raw) != len(texts):
-            got = len(raw) if isinstance(raw, Sequence) else type(raw).__name__
-            raise EmbedderError(f"embedder {self.embedder.model_id} returned {got} vectors for {len(texts)} texts")
+            raise EmbedderError(f"embedder {label} failed: {exc}") from exc
+        if not _is_sequence(raw) or len(raw) != len(texts):
+            got = len(raw) if _is_sequence(raw) else type(raw).__name__
+            raise EmbedderError(f"embedder {label} returned {got} vectors for {len(texts)} texts")
         vectors: list[Vector] = []
         for index, item in enumerate(raw):
             try:
                 vector = check_vector(item, f"embedding[{index}]")
             except (RAGValidationError, RAGTypeError) as exc:
-                raise EmbedderError(f"embedder {self.embedder.model_id} returned a bad vector: {exc}") from None
+                raise EmbedderError(f"embedder {label} returned a bad vector: {exc}") from None
             norm = math.sqrt(math.fsum(x * x for x in vector))
             if norm == 0.0:
-                raise EmbedderError(f"embedder {self.embedder.model_id} returned an all-zero vector for input {index}")
+                raise EmbedderError(f"embedder {label} returned an all-zero vector for input {index}")
             # Stored unit-length: cosine similarity becomes a dot product in every backend.
             vectors.append(tuple(x / norm for x in vector))
         dims = {len(v) for v in vectors}
-        expected = self.embedder.dimension
+        expected = self._expected_dimension()
         if len(dims) != 1 or (expected is not None and dims != {expected}):
             raise EmbedderError(
-                f"embedder {self.embedder.model_id} returned vectors of dimension {sorted(dims)}, expected one dimension"
+                f"embedder {label} returned vectors of dimension {sorted(dims)}, expected one dimension"
                 + (f" ({expected})" if expected else "")
             )
+        if self._dimension_seen is None:
+            self._dimension_seen = dims.pop()
         return vectors
 
-    def _recheck_hits(self, query: RAGQuery, hits: object) -> list[RAGHit]:
-        if not isinstance(hits, list):
-            raise BackendContractError(f"backend search returned {type(hits).__name__}, expected a list of RAGHit")
-        if len(hits) > query.limit:
-            raise BackendContractError(f"backend returned {len(hits)} hits for limit {query.limit}")
-        seen: set[str] = set()
-        previous = math.inf
-        for hit in hits:
-            if not isinstance(hit, RAGHit):
-                raise BackendContractError(f"backend returned {type(hit).__name__} from search, expected RAGHit")
-            if hit.chunk.namespace != query.namespace:
-                raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} of another namespace")
-            if hit.score > previous + 1e-9:
-                raise BackendContractError("backend returned hits out of descending score order")
-            if query.min_score is not None and hit.score < query.min_score - 1e-12:
-                raise BackendContractError(f"backend returned a hit scored {hit.score} below min_score {query.min_score}")
-            if hit.chunk.chunk_id in seen:
-                raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} twice")
-            seen.add(hit.chunk.chunk_id)
-            previous = hit.score
-        return hits
+
+def _prepared_chunks(doc: RAGDocument, pieces: list[_Piece], vectors: Mapping[str, Vector], model_id: str | None) -> list[PreparedChunk]:
+    out = []
+    for ordinal, piece in enumerate(pieces):
+        digest = content_hash(embedding_input(doc.title, piece.text))
+        out.append(PreparedChunk(
+            chunk_id=f"{doc.id}:{ordinal}", ordinal=ordinal, text=piece.text, start_char=piece.start, end_char=piece.end,
+            content_hash=digest, embedding=vectors.get(digest), embedding_model=model_id,
+        ))
+    return out
+
+
+def _document_store(backend: object) -> DocumentStore | None:
+    """The backend as a ``DocumentStore`` when it has both methods (Quarry's backends, and wrappers over them)."""
+    if callable(getattr(backend, "replace_documents", None)) and callable(getattr(backend, "delete_documents", None)):
+        return backend  # type: ignore[return-value]
+    return None
+
+
+def _is_sequence(value: object) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _recheck_hits(query: RAGQuery, hits: object) -> tuple[RAGHit, ...]:
+    if not _is_sequence(hits):
+        raise BackendContractError(f"backend search returned {type(hits).__name__}, expected a sequence of RAGHit")
+    assert isinstance(hits, Sequence)
+    if len(hits) > query.limit:
+        raise BackendContractError(f"backend returned {len(hits)} hits for limit {query.limit}")
+    seen: set[str] = set()
+    previous = math.inf
+    for hit in hits:
+        if not isinstance(hit, RAGHit):
+            raise BackendContractError(f"backend returned {type(hit).__name__} from search, expected RAGHit")
+        if hit.chunk.namespace != query.namespace:
+            raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} of another namespace")
+        if hit.score > previous + 1e-9:
+            raise BackendContractError("backend returned hits out of descending score order")
+        if query.min_score is not None and hit.score < query.min_score - 1e-12:
+            raise BackendContractError(f"backend returned a hit scored {hit.score} below min_score {query.min_score}")
+        if hit.chunk.chunk_id in seen:
+            raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} twice")
+        seen.add(hit.chunk.chunk_id)
+        previous = hit.score
+    return tuple(hits)
+
+
+def _check_documents(documents: Sequence[RAGDocument]) -> list[RAGDocument]:
+    """The request's documents: a sequence, then the seed's bounds (count, total characters)."""
+    if isinstance(documents, RAGDocument) or not _is_sequence(documents):
+        raise RAGTypeError("documents", "must be a list of RAGDocument")
+    docs = list(documents)
+    if not docs:
+        raise RAGValidationError("documents", "at least 1 document per ingestion request")
+    if len(docs) > limits.MAX_DOCUMENTS_PER_INGEST:
+        raise RAGValidationError("documents", f"at most {limits.MAX_DOCUMENTS_PER_INGEST} documents per ingestion request, got {len(docs)}")
+    for doc in docs:
+        if not isinstance(doc, RAGDocument):
+            raise RAGTypeError("documents", f"must contain RAGDocument values, got {type(doc).__name__}")
+    total = sum(len(d.text) for d in docs)
+    if total > limits.MAX_CHARS_PER_INGEST:
+        raise RAGValidationError("documents", f"at most {limits.MAX_CHARS_PER_INGEST} characters per ingestion request, got {total}")
+    return docs
 
 
 def _check_trigger(trigger: str) -> None:
@@ -354,7 +504,7 @@ def _check_trigger(trigger: str) -> None:
 
 
 def _check_ids(values: Sequence[str], field: str, pattern: object, what: str, maximum: int) -> list[str]:
-    if isinstance(values, str) or not isinstance(values, Sequence):
+    if not _is_sequence(values):
         raise RAGTypeError(field, "must be a list of ids")
     ids = list(values)
     if not ids:

@@ -6,6 +6,8 @@ within every bound of DESIGN section 4, so backends never re-validate input.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,13 +51,14 @@ def check_identifier(field_name: str, value: object, pattern: Any, what: str) ->
     return value
 
 
-def check_text(field_name: str, value: object, max_chars: int) -> str:
+def check_text(field_name: str, value: object, max_chars: int, per: str = "allowed") -> str:
+    """A non-empty string of at most ``max_chars``; the message says ``at most N characters <per>``."""
     if not isinstance(value, str):
         raise RAGTypeError(field_name, f"must be a string, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise RAGValidationError(field_name, f"at most {max_chars} characters {per}, got {len(value)}")
     if not value.strip():
         raise RAGValidationError(field_name, "must not be empty")
-    if len(value) > max_chars:
-        raise RAGValidationError(field_name, f"at most {max_chars} characters allowed, got {len(value)}")
     if "\x00" in value:
         raise RAGValidationError(field_name, "must not contain NUL characters")
     return value
@@ -162,6 +165,16 @@ def check_min_score(value: object) -> float | None:
     return float(value)
 
 
+def check_offsets(start: object, end: object) -> None:
+    """Both None, or ``0 <= start < end`` integers."""
+    if start is None and end is None:
+        return
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in (start, end)):
+        raise RAGTypeError("start_char", "start_char and end_char must both be integers or both be null")
+    if not 0 <= start < end:  # type: ignore[operator]
+        raise RAGValidationError("start_char", f"offsets must satisfy 0 <= start_char < end_char, got {start}..{end}")
+
+
 # --- value types ------------------------------------------------------------------
 
 
@@ -176,16 +189,25 @@ class RAGDocument:
     metadata: Metadata = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # The seed's bounds in the order of its list (characters, metadata fields, identifiers), then the rest.
+        label = self.id if isinstance(self.id, str) and limits.DOCUMENT_ID_RE.match(self.id) else "?"
+        check_text(f"documents[{label}].text", self.text, limits.MAX_CHARS_PER_DOCUMENT, "per document")
+        object.__setattr__(self, "metadata", check_metadata(self.metadata))
         check_identifier("id", self.id, limits.DOCUMENT_ID_RE, "document id (letters, digits, ._:/@+=-; at most 200)")
-        check_text(f"documents[{self.id}].text", self.text, limits.MAX_CHARS_PER_DOCUMENT)
         _check_optional_text("title", self.title, limits.MAX_TITLE_CHARS)
         _check_optional_text("uri", self.uri, limits.MAX_URI_CHARS)
-        object.__setattr__(self, "metadata", check_metadata(self.metadata))
 
 
 @dataclass(frozen=True)
 class RAGChunk:
-    """A stored piece of a document. ``chunk_id`` is ``<document_id>:<n>``, n from 0 in source order."""
+    """A stored piece of a document. ``chunk_id`` is ``<document_id>:<n>``, n from 0 in source order.
+
+    Equality and hashing use the seed's eight fields (``chunk_id`` .. ``embedding``), so a
+    chunk a caller writes equals the one a backend returns. ``start_char``/``end_char`` are
+    Quarry's extras, outside equality: where the chunk is a verbatim slice of its document,
+    ``document.text[start_char:end_char] == text``; both are None when it is not (a custom
+    chunker may return any text) or when the backend does not know.
+    """
 
     chunk_id: str
     document_id: str
@@ -195,17 +217,26 @@ class RAGChunk:
     uri: str | None = None
     metadata: Metadata = field(default_factory=dict)
     embedding: Vector | None = None
-    start_char: int | None = None
-    end_char: int | None = None
+    start_char: int | None = field(default=None, compare=False)
+    end_char: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        # The seed's bounds in the order of its list (characters, vector, metadata, identifiers), then the rest.
+        check_text("text", self.text, limits.MAX_CHARS_PER_CHUNK, "per chunk")
+        if self.embedding is not None:
+            object.__setattr__(self, "embedding", check_vector(self.embedding, "embedding"))
+        object.__setattr__(self, "metadata", check_metadata(self.metadata))
         check_identifier("chunk_id", self.chunk_id, limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')")
         check_identifier("document_id", self.document_id, limits.DOCUMENT_ID_RE, "document id")
         check_identifier("namespace", self.namespace, limits.NAMESPACE_RE, "namespace")
-        check_text("text", self.text, limits.MAX_CHARS_PER_CHUNK)
-        object.__setattr__(self, "metadata", check_metadata(self.metadata))
-        if self.embedding is not None:
-            object.__setattr__(self, "embedding", check_vector(self.embedding, "embedding"))
+        _check_optional_text("title", self.title, limits.MAX_TITLE_CHARS)
+        _check_optional_text("uri", self.uri, limits.MAX_URI_CHARS)
+        check_offsets(self.start_char, self.end_char)
+
+    def __hash__(self) -> int:
+        # The dataclass hash would hash the metadata mapping, which is not hashable.
+        return hash((self.chunk_id, self.document_id, self.namespace, self.text, self.title, self.uri,
+                     frozenset(self.metadata.items()), self.embedding))
 
     @property
     def ordinal(self) -> int:
@@ -246,11 +277,13 @@ class RAGQuery:
     embedding_model: str | None = None
 
     def __post_init__(self) -> None:
+        # The seed's bounds in the order of its list (limit, query text, filter fields and
+        # members, identifiers), then everything else.
+        check_limit(self.limit)
         check_text("query", self.text, limits.MAX_QUERY_CHARS)
+        object.__setattr__(self, "filters", check_filters(self.filters))
         check_identifier("namespace", self.namespace, limits.NAMESPACE_RE, "namespace")
         object.__setattr__(self, "mode", SearchMode.parse(self.mode))
-        check_limit(self.limit)
-        object.__setattr__(self, "filters", check_filters(self.filters))
         object.__setattr__(self, "min_score", check_min_score(self.min_score))
         if isinstance(self.rrf_k, bool) or not isinstance(self.rrf_k, int) or not 1 <= self.rrf_k <= 1000:
             raise RAGValidationError("rrf_k", "must be an integer between 1 and 1000")
@@ -262,13 +295,13 @@ class RAGQuery:
 
 @dataclass(frozen=True)
 class PreparedChunk:
-    """A chunk ready to store: text, offsets, content hash and its embedding (if any)."""
+    """A chunk ready to store: text, offsets (None: not a verbatim slice), content hash and its embedding (if any)."""
 
     chunk_id: str
     ordinal: int
     text: str
-    start_char: int
-    end_char: int
+    start_char: int | None
+    end_char: int | None
     content_hash: str
     embedding: Vector | None
     embedding_model: str | None
@@ -284,43 +317,156 @@ class PreparedDocument:
 
 
 # --- protocols --------------------------------------------------------------------
+#
+# The seed's contracts, exactly: an Embedder is ``embed`` alone, a Chunker is ``split``,
+# a RAGBackend is six methods. Anything more is an optional capability that the service
+# looks for (``getattr``) and does without; the protocols below the seed's name them.
 
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into vectors. ``model_id`` is stored with every vector it makes."""
+    """Turns texts into vectors: exactly one non-empty, finite vector per text, in order.
 
-    model_id: str
-    dimension: int | None
+    Optional capabilities the service uses when present:
 
-    async def embed(self, texts: Sequence[str], *, kind: EmbedKind = "document") -> list[list[float]]: ...
+    - ``model_id: str``, stored with every vector it makes (a changed id re-embeds).
+      Without it the service derives one: ``<module>.<qualified class name>/<dimension>``
+      of the innermost embedder (wrappers name what they wrap in ``__wrapped__``), the
+      dimension being that of the vectors seen. Two different embedders of one class and
+      one dimension therefore share an id: give them a ``model_id`` to keep them apart.
+    - ``dimension: int``: every vector must have it.
+    - ``batch_size: int``: texts per call when the caller follows progress.
+    - a keyword argument ``kind`` (``"document"`` or ``"query"``) on ``embed``, for models
+      that embed queries and passages differently; it is passed only when ``embed`` takes it.
+    """
+
+    async def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
 
 
 @runtime_checkable
 class Chunker(Protocol):
-    """Splits a document into chunk texts, in source order. Each text is a substring of the document."""
+    """Splits a document into a non-empty sequence of non-empty chunk texts, in source order.
 
-    def split(self, document: RAGDocument) -> list[str]: ...
+    The texts need not be substrings of the document; those that are get character offsets.
+    Optional: ``spans(text) -> [(start, end), ...]`` gives the offsets directly (``FixedSizeChunker``).
+    """
+
+    def split(self, document: RAGDocument) -> Sequence[str]: ...
 
 
 @runtime_checkable
 class RAGBackend(Protocol):
-    """Storage and search for chunks, per namespace.
+    """Storage and search for chunks, per namespace (the seed's six methods).
 
-    ``replace`` swaps each document's chunks completely and atomically;
-    ``known_embeddings`` lets the service skip re-embedding unchanged chunks.
+    ``replace`` receives complete document identities and all their new chunks; it
+    atomically removes the documents' previous chunks and publishes the new ones (a
+    document without chunks in ``chunks`` is removed). ``fetch`` returns the chunks that
+    exist, in the requested order. ``search`` applies filters, ranking, descending score
+    order, ``min_score`` and ``limit`` in the datastore. Results may be lists or tuples.
+
+    Optional capabilities (see ``DocumentStore``, ``EmbeddingCache``; ``supports_rerank``)
+    are detected by the service.
     """
 
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
 
-    async def replace(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int: ...
+    async def replace(self, namespace: str, document_ids: Sequence[str], chunks: Sequence[RAGChunk]) -> None: ...
 
-    async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int: ...
+    async def delete(self, namespace: str, document_ids: Sequence[str]) -> None: ...
 
-    async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]: ...
+    async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> Sequence[RAGChunk]: ...
 
-    async def search(self, query: RAGQuery) -> list[RAGHit]: ...
+    async def search(self, query: RAGQuery) -> Sequence[RAGHit]: ...
 
-    async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]: ...
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    """Optional backend capability: store whole documents (text, hashes, offsets) and audit writes.
+
+    When a backend has both methods the service writes through them instead of
+    ``replace``/``delete``; Quarry's backends record the actor and trigger of each write in
+    the same transaction. Both return counts: chunks stored, documents that existed.
+    """
+
+    async def replace_documents(
+        self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger
+    ) -> int: ...
+
+    async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int: ...
+
+
+@runtime_checkable
+class EmbeddingCache(Protocol):
+    """Optional backend capability: the stored vectors of these documents' chunks for one model,
+    keyed by ``(chunk_id, content_hash)``, so the service skips re-embedding unchanged chunks."""
+
+    async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> Mapping[tuple[str, str], Vector]: ...
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def embedding_input(title: str | None, chunk_text: str) -> str:
+    """What the embedder sees for a chunk: the document title, then the chunk.
+
+    The title places a chunk cut from the middle of a long document in context.
+    A chunk's ``content_hash`` is the hash of this text, so a changed title or
+    chunk text means a new embedding and nothing else does.
+    """
+    return f"{title}\n\n{chunk_text}" if title else chunk_text
+
+
+# --- optional capabilities of providers ----------------------------------------------
+
+
+def takes_keyword(function: object, name: str) -> bool:
+    """Whether ``function`` accepts the keyword argument ``name`` (or any keyword)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False  # no signature to read (a C callable): call it the plain way
+    return any(
+        (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) or p.kind is p.VAR_KEYWORD for p in parameters
+    )
+
+
+def innermost(provider: object) -> object:
+    """The provider a chain of wrappers wraps (each names the next in ``__wrapped__``, as ``functools.wraps`` does)."""
+    seen: set[int] = set()
+    while (wrapped := getattr(provider, "__wrapped__", None)) is not None and id(wrapped) not in seen:
+        seen.add(id(provider))
+        provider = wrapped
+    return provider
+
+
+def declared_model_id(embedder: object) -> str | None:
+    model_id = getattr(embedder, "model_id", None)
+    return model_id if isinstance(model_id, str) and model_id else None
+
+
+def declared_dimension(embedder: object) -> int | None:
+    dimension = getattr(embedder, "dimension", None)
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        return None
+    return dimension
+
+
+def embedder_model_id(embedder: object, dimension: int | None) -> str | None:
+    """The id stored with this embedder's vectors: its ``model_id`` when it declares one, else
+    ``<module>.<qualified class name>/<dimension>`` of the innermost embedder (None while the
+    dimension is unknown). See ``Embedder`` for what sharing a derived id means."""
+    declared = declared_model_id(embedder)
+    if declared is not None:
+        return declared
+    if dimension is None:
+        return None
+    cls = type(innermost(embedder))
+    return f"{cls.__module__}.{cls.__qualname__}/{dimension}"[:200]
+
+
+def embedder_label(embedder: object) -> str:
+    """How error messages name an embedder."""
+    return declared_model_id(embedder) or type(innermost(embedder)).__qualname__

@@ -7,6 +7,7 @@ from django.db import connection
 
 from knowledge.rag.backends.postgres_sql import create_hnsw_index_sql, hnsw_index_name
 from knowledge.rag import default_embedder
+from knowledge.rag.types import declared_dimension
 
 
 class Command(BaseCommand):
@@ -21,7 +22,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, dimension: int | None, **options: Any) -> None:
         if dimension is None:
             embedder = default_embedder()
-            dimension = embedder.dimension if embedder else None
+            # ``dimension`` is an optional capability of an embedder: without it, say --dimension.
+            dimension = declared_dimension(embedder) if embedder else None
         if not dimension or not 1 <= dimension <= 2000:
             raise CommandError("--dimension must be between 1 and 2000 (pgvector's HNSW limit for vector)")
         with connection.cursor() as cursor:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import CapacityError
 from knowledge.rag.fusion import cosine, rrf
 from knowledge.rag.types import (
@@ -48,7 +49,8 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass
 class _Stored:
-    chunk: RAGChunk
+    chunk: RAGChunk  # as reads return it: without its vector (the projection Postgres makes too)
+    vector: Vector | None
     content_hash: str
     embedding_model: str | None
     terms: Counter[str]
@@ -56,7 +58,13 @@ class _Stored:
 
 
 class MemoryBackend:
-    """Holds at most ``max_chunks`` chunks across all namespaces; refuses to grow past it."""
+    """Holds at most ``max_chunks`` chunks across all namespaces; refuses to grow past it.
+
+    The seed's six methods, plus Quarry's optional capabilities: ``replace_documents`` and
+    ``delete_documents`` (kept in ``audit``), ``known_embeddings``, re-ranking.
+    """
+
+    supports_rerank = True
 
     def __init__(self, max_chunks: int = 100_000) -> None:
         if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
@@ -76,36 +84,61 @@ class MemoryBackend:
     def _count(self) -> int:
         return sum(len(chunks) for docs in self._docs.values() for chunks in docs.values())
 
-    async def replace(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
+    # --- the seed's writes -------------------------------------------------------
+
+    async def replace(self, namespace: str, document_ids: Sequence[str], chunks: Sequence[RAGChunk]) -> None:
+        documents, emptied = documents_from_chunks(namespace, document_ids, chunks)
         async with self._lock:
-            docs = self._docs.setdefault(namespace, {})
-            removed = sum(len(docs.get(p.document.id, [])) for p in documents)
-            added = sum(len(p.chunks) for p in documents)
-            if self._count() - removed + added > self.max_chunks:
-                raise CapacityError(f"the memory backend holds at most {self.max_chunks} chunks")
-            for prepared in documents:
-                doc = prepared.document
-                stored = []
-                for c in prepared.chunks:
-                    chunk = RAGChunk(
-                        c.chunk_id, doc.id, namespace, c.text, doc.title, doc.uri, dict(doc.metadata), c.embedding,
-                        start_char=c.start_char, end_char=c.end_char,
-                    )
-                    terms = Counter(tokenize(f"{doc.title or ''} {c.text}"))
-                    stored.append(_Stored(chunk, c.content_hash, c.embedding_model, terms, sum(terms.values())))
-                docs[doc.id] = stored
+            self._store(namespace, documents, emptied)
+
+    async def delete(self, namespace: str, document_ids: Sequence[str]) -> None:
+        async with self._lock:
+            self._remove(namespace, document_ids)
+
+    # --- Quarry's audited writes -----------------------------------------------------
+
+    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
+        async with self._lock:
+            added = self._store(namespace, documents, [])
             self.audit.append({"namespace": namespace, "action": "ingest", "actor": actor, "trigger": trigger,
                                "document_ids": [p.document.id for p in documents], "chunk_count": added})
             return added
 
-    async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
+    async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
         async with self._lock:
-            docs = self._docs.get(namespace, {})
-            found = [d for d in document_ids if d in docs]
-            chunks = sum(len(docs.pop(d)) for d in found)
+            found, chunks = self._remove(namespace, document_ids)
             self.audit.append({"namespace": namespace, "action": "delete", "actor": actor, "trigger": trigger,
                                "document_ids": found, "chunk_count": chunks})
             return len(found)
+
+    def _store(self, namespace: str, documents: Sequence[PreparedDocument], emptied: Sequence[str]) -> int:
+        """Swap these documents' chunks (and drop ``emptied`` documents) at once; the caller holds the lock."""
+        docs = self._docs.setdefault(namespace, {})
+        removed = sum(len(docs.get(p.document.id, [])) for p in documents) + sum(len(docs.get(d, [])) for d in emptied)
+        added = sum(len(p.chunks) for p in documents)
+        if self._count() - removed + added > self.max_chunks:
+            raise CapacityError(f"the memory backend holds at most {self.max_chunks} chunks")
+        for prepared in documents:
+            doc = prepared.document
+            stored = []
+            for c in prepared.chunks:
+                chunk = RAGChunk(
+                    c.chunk_id, doc.id, namespace, c.text, doc.title, doc.uri, dict(doc.metadata),
+                    start_char=c.start_char, end_char=c.end_char,
+                )
+                terms = Counter(tokenize(f"{doc.title or ''} {c.text}"))
+                stored.append(_Stored(chunk, c.embedding, c.content_hash, c.embedding_model, terms, sum(terms.values())))
+            docs[doc.id] = stored
+        for document_id in emptied:
+            docs.pop(document_id, None)
+        return added
+
+    def _remove(self, namespace: str, document_ids: Sequence[str]) -> tuple[list[str], int]:
+        docs = self._docs.get(namespace, {})
+        found = [d for d in dict.fromkeys(document_ids) if d in docs]
+        return found, sum(len(docs.pop(d)) for d in found)
+
+    # --- reads -------------------------------------------------------------------
 
     async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         wanted = set(chunk_ids)
@@ -115,17 +148,17 @@ class MemoryBackend:
     async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]:
         docs = self._docs.get(namespace, {})
         return {
-            (s.chunk.chunk_id, s.content_hash): s.chunk.embedding
+            (s.chunk.chunk_id, s.content_hash): s.vector
             for d in document_ids
             for s in docs.get(d, [])
-            if s.chunk.embedding is not None and s.embedding_model == model_id
+            if s.vector is not None and s.embedding_model == model_id
         }
 
     async def search(self, query: RAGQuery) -> list[RAGHit]:
         pool = [s for chunks in self._docs.get(query.namespace, {}).values() for s in chunks if _matches(s.chunk.metadata, query.filters)]
         depth = max(query.limit, 100) if query.mode is SearchMode.HYBRID else query.limit
         keyword = self._bm25(pool, query.text, depth) if query.mode is not SearchMode.SEMANTIC else []
-        semantic = self._cosine(pool, query.vector, depth) if query.mode is not SearchMode.KEYWORD else []
+        semantic = self._cosine(pool, query, depth) if query.mode is not SearchMode.KEYWORD else []
         hits: list[RAGHit] = []
         if query.mode is SearchMode.KEYWORD:
             hits = [RAGHit(s.chunk, score, keyword_score=score) for s, score in keyword]
@@ -138,7 +171,7 @@ class MemoryBackend:
             fused = rrf([[s.chunk.chunk_id for s, _ in keyword], [s.chunk.chunk_id for s, _ in semantic]], k=query.rrf_k)
             for chunk_id, score, rank in fused:
                 s = by_id[chunk_id]
-                similarity = cosine(query.vector, s.chunk.embedding) if s.chunk.embedding else None
+                similarity = cosine(query.vector, s.vector) if _comparable(s, query) else None
                 hits.append(RAGHit(s.chunk, score, rrf_score=score, rrf_rank=rank, semantic_similarity=similarity, keyword_score=kw.get(chunk_id)))
             if query.rerank:
                 hits.sort(key=lambda h: -(h.semantic_similarity if h.semantic_similarity is not None else -2.0))
@@ -167,11 +200,19 @@ class MemoryBackend:
         scored.sort(key=lambda x: (-x[1], x[0].chunk.chunk_id))
         return scored[:depth]
 
-    def _cosine(self, pool: list[_Stored], vector: Vector | None, depth: int) -> list[tuple[_Stored, float]]:
-        assert vector is not None
-        scored = [(s, cosine(vector, s.chunk.embedding)) for s in pool if s.chunk.embedding is not None and len(s.chunk.embedding) == len(vector)]
+    def _cosine(self, pool: list[_Stored], query: RAGQuery, depth: int) -> list[tuple[_Stored, float]]:
+        assert query.vector is not None
+        scored = [(s, cosine(query.vector, s.vector)) for s in pool if _comparable(s, query)]
         scored.sort(key=lambda x: (-x[1], x[0].chunk.chunk_id))
         return scored[:depth]
+
+
+def _comparable(stored: _Stored, query: RAGQuery) -> bool:
+    """A stored vector answers a query vector of the same model and dimension (as in PostgreSQL)."""
+    return (
+        stored.vector is not None and query.vector is not None and len(stored.vector) == len(query.vector)
+        and (stored.embedding_model or None) == (query.embedding_model or None)
+    )
 
 
 def _same(a: Scalar, b: Scalar) -> bool:

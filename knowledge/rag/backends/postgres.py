@@ -39,6 +39,7 @@ from psycopg.pq import Format
 
 from accounts.models import Tenant
 from knowledge.rag.backends import postgres_sql as q
+from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import NamespaceNotFound
 from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector
 
@@ -82,7 +83,14 @@ INDEX_BATCH_CHUNKS = 2000
 
 
 class PostgresBackend:
-    """Chunks in ``knowledge_chunk``; namespaces are tenant slugs."""
+    """Chunks in ``knowledge_chunk``; namespaces are tenant slugs.
+
+    The seed's six methods, plus Quarry's optional capabilities: audited whole-document
+    writes (``replace_documents``, ``delete_documents``), ``known_embeddings``,
+    re-ranking, and the indexing backlog (``backlog``, ``index_backlog``).
+    """
+
+    supports_rerank = True
 
     def __init__(
         self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
@@ -129,7 +137,25 @@ class PostgresBackend:
 
     # --- writes ----------------------------------------------------------------
 
-    async def replace(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
+    async def replace(self, namespace: str, document_ids: Sequence[str], chunks: Sequence[RAGChunk]) -> None:
+        """The seed's replacement: ``chunks`` become the documents' only chunks (see ``documents_from_chunks``
+        for the document rows this stores); documents without chunks are deleted. One transaction, audited
+        with no actor and trigger ``user``."""
+        documents, emptied = documents_from_chunks(namespace, document_ids, chunks)
+        await sync_to_async(self._replace_chunks, thread_sensitive=True)(namespace, documents, emptied)
+
+    def _replace_chunks(self, namespace: str, documents: Sequence[PreparedDocument], emptied: Sequence[str]) -> None:
+        with transaction.atomic(using=self.using):
+            if documents:
+                self._replace(namespace, documents, None, "user")
+            if emptied:
+                self._delete(namespace, emptied, None, "user")
+
+    async def delete(self, namespace: str, document_ids: Sequence[str]) -> None:
+        """The seed's deletion (audited with no actor and trigger ``user``)."""
+        await sync_to_async(self._delete, thread_sensitive=True)(namespace, list(document_ids), None, "user")
+
+    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
         return await sync_to_async(self._replace, thread_sensitive=True)(namespace, documents, actor, trigger)
 
     def _replace(self, namespace: str, documents: Sequence[PreparedDocument], actor: str | None, trigger: Trigger) -> int:
@@ -336,7 +362,7 @@ class PostgresBackend:
                 cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE id = ANY(%s)", [ids])
         return len(ids)
 
-    async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
+    async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
         return await sync_to_async(self._delete, thread_sensitive=True)(namespace, document_ids, actor, trigger)
 
     def _delete(self, namespace: str, document_ids: Sequence[str], actor: str | None, trigger: Trigger) -> int:
@@ -387,23 +413,21 @@ class PostgresBackend:
     def _fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         tenant_id = self._tenant_id(namespace)
         with connections[self.using].cursor() as cursor:
+            # Projected like search: no vectors (they stay in the datastore), so a fetched chunk equals a hit's.
             cursor.execute(
-                f"SELECT {q.CHUNK_COLUMNS}, c.embedding FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
+                f"SELECT {q.CHUNK_COLUMNS} FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
                 "WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s)",
                 [tenant_id, list(chunk_ids)],
             )
-            found = {row[0]: self._chunk(namespace, row[:8], embedding=row[8]) for row in cursor.fetchall()}
+            found = {row[0]: self._chunk(namespace, row) for row in cursor.fetchall()}
         return [found[i] for i in dict.fromkeys(chunk_ids) if i in found]
 
     @staticmethod
-    def _chunk(namespace: str, row: Sequence[Any], embedding: Sequence[float] | None = None) -> RAGChunk:
+    def _chunk(namespace: str, row: Sequence[Any]) -> RAGChunk:
         chunk_id, document_id, text, title, uri, metadata, start, end = row
         if isinstance(metadata, str):
             metadata = json.loads(metadata)  # Django's psycopg loader leaves jsonb as text
-        return RAGChunk(
-            chunk_id, document_id, namespace, text, title or None, uri or None, metadata or {},
-            tuple(embedding) if embedding is not None else None, start_char=start, end_char=end,
-        )
+        return RAGChunk(chunk_id, document_id, namespace, text, title or None, uri or None, metadata or {}, start_char=start, end_char=end)
 
     async def search(self, query: RAGQuery) -> list[RAGHit]:
         return await sync_to_async(self._search, thread_sensitive=True)(query)
