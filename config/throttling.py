@@ -7,8 +7,9 @@
   bearer authenticator before it looks a token up, so a client guessing tokens is refused without
   a query, and counted after each miss.
 
-Counts live in the ``default`` cache, which every process shares (PostgreSQL or Redis). A cache
-that fails lets the request through: the throttles protect the service, they must not stop it.
+Counts live in the ``default`` cache, which every process shares (PostgreSQL or Redis). A Redis
+cache that fails lets the request through: the throttles protect the service, they must not stop
+it. The database cache's errors are the database's: the request fails as it would at its next query.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache as default_cache
+from django.db import DatabaseError
 from django.http import HttpRequest
 from rest_framework import exceptions
 from rest_framework.throttling import SimpleRateThrottle
@@ -61,6 +63,8 @@ class _Window(SimpleRateThrottle):
     def _load(self, key: str) -> list[float] | None:
         try:
             history = self.cache.get(key, [])
+        except DatabaseError:
+            raise  # the database cache: the request cannot go on without the database anyway (503 at once)
         except Exception as exc:  # noqa: BLE001 - an unreachable cache must not fail the request
             logger.warning("throttle %s: cache unavailable (%s); not throttling", self.scope, type(exc).__name__)
             return None
@@ -72,6 +76,8 @@ class _Window(SimpleRateThrottle):
     def _store(self, key: str, history: list[float]) -> None:
         try:
             self.cache.set(key, history, self.duration)
+        except DatabaseError:
+            raise
         except Exception as exc:  # noqa: BLE001
             logger.warning("throttle %s: cache unavailable (%s)", self.scope, type(exc).__name__)
 
