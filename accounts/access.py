@@ -65,10 +65,14 @@ class TenantNotFound(exceptions.NotFound):
 def requested_tenant(request: Request) -> str | None:
     """The ``tenant`` the request names (JSON body or query string), validated; None if omitted."""
     value: Any = request.query_params.get("tenant")
+    named = value is not None
     if value is None:
         data = request.data  # parses the body: malformed JSON surfaces here as a 400
         if hasattr(data, "get"):
             value = data.get("tenant")
+            named = "tenant" in data
+    if value is None and named:
+        raise exceptions.ValidationError({"tenant": ["Must be a tenant slug, not null: omit it for the default tenant."]})
     if value is None:
         return None
     if value == "":

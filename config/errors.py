@@ -11,6 +11,7 @@ import logging
 import math
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import DatabaseError
 from django.http import Http404
@@ -65,7 +66,13 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if isinstance(exc, UploadTooLarge):
         set_rollback()
         return Response({"error": "request_too_large", "detail": exc.message, "fields": {exc.field: [exc.message]}}, status=413)
-    if isinstance(exc, RequestDataTooBig | TooManyFilesSent | TooManyFieldsSent):
+    if isinstance(exc, TooManyFilesSent | TooManyFieldsSent):
+        set_rollback()
+        field, limit = ("files", settings.DATA_UPLOAD_MAX_NUMBER_FILES) if isinstance(exc, TooManyFilesSent) else (
+            "non_field_errors", settings.DATA_UPLOAD_MAX_NUMBER_FIELDS)
+        message = f"At most {limit} {'files' if field == 'files' else 'form fields'} per request."
+        return Response({"error": "invalid", "detail": message, "fields": {field: [message]}}, status=400)
+    if isinstance(exc, RequestDataTooBig):
         set_rollback()
         return Response({"error": "request_too_large", "detail": f"The request is too large: {exc}"}, status=413)
     if isinstance(exc, Http404):

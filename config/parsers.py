@@ -35,10 +35,19 @@ class UnstorableString(ValueError):
         self.message = message
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _path(parts: tuple[str | int, ...]) -> str:
+    """``documents[0].metadata.team``; a key that is not a plain name is quoted: ``filters["a b"]``."""
     out = ""
     for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _NAME.fullmatch(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part)}]"
     return out or "body"
 
 

@@ -16,6 +16,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from rest_framework import serializers
 
+from config.serializers import ClosedSerializer
+
 ERROR_STATUSES: dict[str, str] = {
     "400": "Invalid input: `fields` names each field at fault (`{field: [messages]}`).",
     "401": "No credentials, or an unknown or revoked token.",
@@ -48,6 +50,21 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class AutoSchema(SpectacularAutoSchema):
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:  # type: ignore[override]
+        schema = super()._map_basic_serializer(serializer, direction)  # type: ignore[arg-type]
+        for name, field in serializer.fields.items():
+            # Nested ``many=True`` serializers: drf-spectacular leaves out their bounds.
+            prop = schema.get("properties", {}).get(field.field_name or name)
+            if isinstance(field, serializers.ListSerializer) and isinstance(prop, dict) and prop.get("type") == "array":
+                minimum = max(field.min_length or 0, 0 if field.allow_empty else 1)
+                if minimum:
+                    prop["minItems"] = minimum
+                if field.max_length is not None:
+                    prop["maxItems"] = field.max_length
+        if isinstance(serializer, ClosedSerializer):
+            schema["additionalProperties"] = False  # the server refuses what it does not declare
+        return schema
+
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
         responses = super()._get_response_bodies(direction)  # type: ignore[arg-type]
         if direction != "response" or self._is_public():

@@ -24,13 +24,18 @@ TENANT_HELP = "Tenant slug; default: the token's tenant (with a browser session:
 
 
 class ClosedSerializer(serializers.Serializer):
-    """Refuses fields it does not declare: ``{"fields": {"foo": ["Not accepted."]}}``."""
+    """Refuses fields it does not declare: ``{"fields": {"foo": ["Not accepted."]}}``. In a query string,
+    a parameter given without a value (``?status=``) is refused too, where DRF would treat it as omitted."""
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict) or isinstance(data, QueryDict):
+        if isinstance(data, dict | QueryDict):
             extra = sorted(set(data) - set(self.fields))
             if extra:
                 raise serializers.ValidationError({key: [NOT_ACCEPTED] for key in extra})
+        if isinstance(data, QueryDict):
+            empty = sorted(key for key, values in data.lists() if any(value == "" for value in values))
+            if empty:
+                raise serializers.ValidationError({key: ["Must not be empty: omit the parameter instead."] for key in empty})
         return super().to_internal_value(data)
 
 
@@ -46,11 +51,13 @@ class StrictCharField(serializers.CharField):
 
 
 class StrictIntegerField(serializers.IntegerField):
-    """Only a JSON integer (not ``"5"``, ``5.0`` or ``true``)."""
+    """Only a JSON integer (not ``"5"`` or ``true``); ``5.0`` is one, as JSON Schema says."""
 
     default_error_messages = {"invalid": "A valid integer is required (a JSON number without a fraction, not a string)."}
 
     def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, float) and data.is_integer():
+            data = int(data)
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)

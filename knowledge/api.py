@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -196,7 +197,7 @@ class SearchApi(APIView):
 class ChunkFetchInputSerializer(ClosedSerializer):
     """Chunk ids to fetch, at most 1,000."""
 
-    ids = serializers.ListField(child=ChunkIdField(max_length=207), allow_empty=False, max_length=limits.MAX_FETCH_IDS)
+    ids = serializers.ListField(child=ChunkIdField(max_length=207), allow_empty=False, min_length=1, max_length=limits.MAX_FETCH_IDS)
     tenant = TenantField()
 
 
@@ -270,7 +271,7 @@ class DocumentIngestInputSerializer(ClosedSerializer):
     """The ingest body as the view reads it first (each document is then checked on its own)."""
 
     # Items are validated one by one in the view, so errors read "documents[3].text" like the RAG API's own.
-    documents = serializers.ListField(allow_empty=False, max_length=limits.MAX_DOCUMENTS_PER_INGEST)
+    documents = serializers.ListField(allow_empty=False, min_length=1, max_length=limits.MAX_DOCUMENTS_PER_INGEST)
     tenant = TenantField()
 
 
@@ -279,7 +280,7 @@ class DocumentIngestSchemaSerializer(ClosedSerializer):
 
     # What the schema shows for the ingest body; the view checks the items one by one.
 
-    documents = DocumentInputSerializer(many=True, help_text=(
+    documents = DocumentInputSerializer(many=True, allow_empty=False, min_length=1, max_length=limits.MAX_DOCUMENTS_PER_INGEST, help_text=(
         f"1 to {limits.MAX_DOCUMENTS_PER_INGEST} documents with distinct ids; at most {limits.MAX_CHARS_PER_INGEST:,} "
         f"characters and {limits.MAX_CHUNKS_PER_INGEST:,} chunks in all."))
     tenant = TenantField()
@@ -363,22 +364,43 @@ class DocumentListApi(_ReadOrEdit):
         return Response({"chunks": chunks, "document_ids": [d.id for d in documents]})
 
 
-@extend_schema_field({"type": "string", "maxLength": 1_000_000, "description": (
-    'A JSON object of scalar values (sent as text), applied to every file, e.g. {"team": "support"}.')})
+@extend_schema_field({
+    "type": "object", **FIELDS_SCHEMA, "additionalProperties": SCALAR_SCHEMA,
+    "description": 'A JSON object of scalar values (a part of type application/json), applied to every file, e.g. {"team": "support"}.',
+})
 class MetadataJSONField(BoundedJSONField):
+    """The metadata part of an upload: JSON text, parsed with the JSON bounds."""
+
+
+@extend_schema_field(_string(limits.DOCUMENT_ID_PATTERN, 200))
+class UploadIdField(serializers.CharField):
     pass
+
+
+@extend_schema_field(_string(limits.LINE_PATTERN, limits.MAX_TITLE_CHARS, min_length=0))
+class UploadTitleField(serializers.CharField):
+    pass
+
+
+@extend_schema_field(_string(limits.LINE_PATTERN, limits.MAX_URI_CHARS, min_length=0))
+class UploadUriField(serializers.CharField):
+    pass
+
+
+# Django refuses a request with more files than this (DATA_UPLOAD_MAX_NUMBER_FILES, QUARRY_MAX_UPLOAD_FILES).
+MAX_UPLOAD_FILES = min(limits.MAX_DOCUMENTS_PER_INGEST, settings.DATA_UPLOAD_MAX_NUMBER_FILES)
 
 
 class DocumentUploadInputSerializer(ClosedSerializer):
     """Files to upload (multipart), with optional ids, metadata, and a title and URI for a single file."""
 
-    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False,
-                                  max_length=limits.MAX_DOCUMENTS_PER_INGEST)
-    ids = serializers.ListField(child=serializers.CharField(trim_whitespace=False), required=False,
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False, min_length=1,
+                                  max_length=MAX_UPLOAD_FILES)
+    ids = serializers.ListField(child=UploadIdField(trim_whitespace=False), required=False, max_length=MAX_UPLOAD_FILES,
                                 help_text="One per file, in order; default: from the file names.")
     metadata = MetadataJSONField(required=False)
-    title = serializers.CharField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
-    uri = serializers.CharField(required=False, allow_blank=True, default="", help_text="Single file only.")
+    title = UploadTitleField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
+    uri = UploadUriField(required=False, allow_blank=True, default="", help_text="Single file only.")
     tenant = TenantField()
 
 
@@ -392,7 +414,8 @@ class DocumentUploadApi(APIView):
     throttle_scope = "ingest"
 
     @extend_schema(
-        operation_id="documents_upload", request={"multipart/form-data": DocumentUploadInputSerializer},
+        operation_id="documents_upload",
+        request={"multipart/form-data": OpenApiRequest(DocumentUploadInputSerializer, encoding={"metadata": {"contentType": "application/json"}})},
         responses={202: DocumentUploadOutputSerializer},
         summary="Upload files for background processing (editor); poll GET /v1/documents/{id}",
         description="Each file at most QUARRY_UPLOAD_MAX_BYTES (a larger one: 413, and nothing is stored); `ids` "
