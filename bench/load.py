@@ -51,6 +51,7 @@ STOCK_URL = os.environ.get("QUARRY_BENCH_STOCK_URL", "postgresql://postgres@127.
 STOCK_DB = "quarry_bench_load"
 EMBEDDED_DB = "bench_load"
 TENANT = "bench-load"
+TOKENS = 500  # one per concurrent client at the highest default level
 LOG_DIR = ROOT / "var" / "bench-logs"
 
 
@@ -76,10 +77,11 @@ def prepare(chunks: int) -> dict[str, str]:
         index_perturbed_corpus(TENANT, chunks, min(300, chunks))
     user, _ = user_ensure(username="bench-load-reader", password=None)
     membership_set(user=user, tenant=tenant, role=Role.READER)
-    _, token = api_token_create(tenant=tenant, owner=user, role=Role.READER, name="bench-load")
+    # One token per client: the per-token throttles (QUARRY_THROTTLE_*) limit one client, not the server.
+    tokens = [api_token_create(tenant=tenant, owner=user, role=Role.READER, name=f"bench-load-{n}")[1] for n in range(TOKENS)]
     queries = [" ".join(p.split()[:8]) for p in passages(64, words_per=30, seed=5)]
     queries += ["how do I upload files?", "what is hybrid search?", "which search modes exist", "API tokens and roles"]
-    return {"token": token, "queries": json.dumps(queries)}
+    return {"tokens": json.dumps(tokens), "queries": json.dumps(queries)}
 
 
 def probe_worker() -> dict[str, Any]:
@@ -256,7 +258,7 @@ def servers(setup: str, chunks: int) -> Iterator[dict[str, Any]]:
             procs["worker"] = stack.enter_context(spawn([sys.executable, "manage.py", "qcluster"], app_env, worker_log))
             for n, base in enumerate(bases):
                 wait_healthy(base, procs[f"web{n}"], f"{setup}-web{n}")
-        yield {"bases": bases, "token": prepared["token"], "queries": json.loads(prepared["queries"]), "env": env,
+        yield {"bases": bases, "tokens": json.loads(prepared["tokens"]), "queries": json.loads(prepared["queries"]), "env": env,
                "procs": procs, "worker_log": worker_log}
 
 
@@ -284,10 +286,9 @@ def figures(latencies: list[float], errors: Counter[str], wall: float, extra: di
     }
 
 
-async def search_load(bases: list[str], token: str, queries: list[str], concurrency: int, total: int, cap: float) -> dict[str, Any]:
+async def search_load(bases: list[str], tokens: list[str], queries: list[str], concurrency: int, total: int, cap: float) -> dict[str, Any]:
     import httpx
 
-    headers = {"Authorization": f"Bearer {token}"}
     latencies: list[float] = []
     errors: Counter[str] = Counter()
     retry_after_missing = 0
@@ -299,6 +300,7 @@ async def search_load(bases: list[str], token: str, queries: list[str], concurre
         async def worker(n: int) -> None:
             nonlocal issued, retry_after_missing
             base = bases[n % len(bases)]
+            headers = {"Authorization": f"Bearer {tokens[n % len(tokens)]}"}
             while issued < total and time.monotonic() < deadline:
                 i = issued
                 issued += 1
@@ -322,17 +324,17 @@ async def search_load(bases: list[str], token: str, queries: list[str], concurre
     return figures(latencies, errors, wall, {"concurrency": concurrency, "retry_after_missing": retry_after_missing})
 
 
-async def chat_load(bases: list[str], token: str, queries: list[str], streams: int) -> dict[str, Any]:
+async def chat_load(bases: list[str], tokens: list[str], queries: list[str], streams: int) -> dict[str, Any]:
     import httpx
 
-    headers = {"Authorization": f"Bearer {token}"}
     latencies: list[float] = []
     errors: Counter[str] = Counter()
     limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
     async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=30), limits=limits) as client:
         sessions = []
+        headers = [{"Authorization": f"Bearer {tokens[n % len(tokens)]}"} for n in range(streams)]
         for n in range(streams):
-            response = await client.post(f"{bases[n % len(bases)]}/v1/chat/sessions", json={}, headers=headers)
+            response = await client.post(f"{bases[n % len(bases)]}/v1/chat/sessions", json={}, headers=headers[n])
             response.raise_for_status()
             sessions.append(response.json()["session_id"])
 
@@ -340,7 +342,7 @@ async def chat_load(bases: list[str], token: str, queries: list[str], streams: i
             started = time.perf_counter()
             last = None
             try:
-                async with client.stream("POST", f"{bases[n % len(bases)]}/v1/chat/completions", headers=headers,
+                async with client.stream("POST", f"{bases[n % len(bases)]}/v1/chat/completions", headers=headers[n],
                                          json={"session_id": sessions[n], "prompt": queries[n % len(queries)], "stream": True}) as response:
                     if response.status_code != 200:
                         await response.aread()
@@ -365,10 +367,10 @@ async def chat_load(bases: list[str], token: str, queries: list[str], streams: i
     return figures(latencies, errors, wall, {"streams": streams})
 
 
-async def warm_up(bases: list[str], token: str, queries: list[str]) -> None:
+async def warm_up(bases: list[str], tokens: list[str], queries: list[str]) -> None:
     import httpx
 
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {tokens[0]}"}
     async with httpx.AsyncClient(timeout=60) as client:
         for base in bases:
             for query in queries[:10]:
@@ -391,14 +393,14 @@ def run_setup(setup: str, args: argparse.Namespace) -> dict[str, Any]:
     with servers(setup, args.chunks) as ctx:
         # Only now: the servers keep the normal priority, the clients (and the probe) yield to them.
         os.nice(args.nice)
-        bases, token, queries = ctx["bases"], ctx["token"], ctx["queries"]
-        asyncio.run(warm_up(bases, token, queries))
+        bases, tokens, queries = ctx["bases"], ctx["tokens"], ctx["queries"]
+        asyncio.run(warm_up(bases, tokens, queries))
         search = {}
         for level in args.levels:
             total = max(400, level * args.rounds)
-            search[str(level)] = asyncio.run(search_load(bases, token, queries, level, total, args.level_seconds))
+            search[str(level)] = asyncio.run(search_load(bases, tokens, queries, level, total, args.level_seconds))
             time.sleep(2)  # let queues drain between levels
-        chat = asyncio.run(chat_load(bases, token, queries, args.streams))
+        chat = asyncio.run(chat_load(bases, tokens, queries, args.streams))
         alive = {name: proc.poll() is None for name, proc in ctx["procs"].items()}
         probe = child_json("--probe-worker", {**ctx["env"], "DEBUG": "1"})
         logs = {name: log_counts(f"{setup}-{name}") for name in ctx["procs"]}

@@ -58,3 +58,11 @@ LINE_PATTERN = f"^[^{_LINE_CONTROLS}]*$"
 NON_BLANK_TEXT_PATTERN = f"^[^{_CONTROLS}]*[^\\s\\u0085{_CONTROLS}][^{_CONTROLS}]*$"
 # Document text: anything but NUL, not only whitespace.
 DOCUMENT_TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0085\\u001c-\\u001f\\u0000][^\\u0000]*$"
+
+
+def describe_bytes(n: int) -> str:
+    """A byte count as messages show it: ``50 MB``, ``1.5 MB``, ``2,048 bytes`` (MB = 2**20 bytes)."""
+    mb = 1024 * 1024
+    if n >= mb:
+        return f"{n / mb:.0f} MB" if n % mb == 0 else f"{n / mb:.1f} MB"
+    return f"{n:,} bytes"
