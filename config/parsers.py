@@ -128,7 +128,7 @@ class BoundedJSONFormField(forms.JSONField):
         except UnstorableString as exc:
             raise forms.ValidationError(f"{exc.path}: {exc.message}", code="invalid") from None
         except ValueError as exc:
-            raise forms.ValidationError(f"Enter valid JSON ({exc}).", code="invalid") from None
+            raise forms.ValidationError(f"Enter a valid JSON: {exc}.", code="invalid") from None
 
     def bound_data(self, data: Any, initial: Any) -> Any:
         if self.disabled:
