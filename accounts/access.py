@@ -65,13 +65,19 @@ class TenantNotFound(exceptions.NotFound):
 def requested_tenant(request: Request) -> str | None:
     """The ``tenant`` the request names (JSON body or query string), validated; None if omitted."""
     value: Any = request.query_params.get("tenant")
+    named = value is not None
     if value is None:
         data = request.data  # parses the body: malformed JSON surfaces here as a 400
         if hasattr(data, "get"):
             value = data.get("tenant")
-    if value is None or value == "":
+            named = "tenant" in data
+    if value is None and named:
+        raise exceptions.ValidationError({"tenant": ["Must be a tenant slug, not null: omit it for the default tenant."]})
+    if value is None:
         return None
-    if not isinstance(value, str) or not _SLUG.match(value):
+    if value == "":
+        raise exceptions.ValidationError({"tenant": ["Must not be empty: omit it for the default tenant."]})
+    if not isinstance(value, str) or not _SLUG.fullmatch(value):
         raise exceptions.ValidationError({"tenant": ["Must be a tenant slug: letters, digits, '-' or '_', at most 64 characters."]})
     return value
 
@@ -141,7 +147,7 @@ def tenant_context_for_user(*, user: AbstractBaseUser | AnonymousUser, slug: str
     if not user.is_authenticated:
         return None
     slug = slug or settings.QUARRY_DEFAULT_TENANT
-    if not isinstance(slug, str) or not _SLUG.match(slug):
+    if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
         return None
     tenant = tenant_get(slug=slug)
     role = membership_role(user=user, tenant=tenant) if tenant is not None else None
@@ -210,7 +216,7 @@ def cli_context(*, tenant_slug: str, username: str | None = None) -> TenantConte
 
     Raises ``CliAccessError`` with a sentence for the terminal.
     """
-    tenant = tenant_get(slug=tenant_slug) if isinstance(tenant_slug, str) and _SLUG.match(tenant_slug) else None
+    tenant = tenant_get(slug=tenant_slug) if isinstance(tenant_slug, str) and _SLUG.fullmatch(tenant_slug) else None
     if tenant is None:
         raise CliAccessError(f"tenant {tenant_slug!r} does not exist; create it with `manage.py create_tenant {tenant_slug}`")
     if username is None:

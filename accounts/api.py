@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,18 +12,30 @@ from accounts.access import get_for_tenant, resolve_tenant_context
 from accounts.models import ApiToken, Role
 from accounts.permissions import IsTenantAdmin, IsTenantReader
 from accounts.services import api_token_create, api_token_revoke
+from config.serializers import ClosedSerializer, StrictCharField, TenantField
+
+# Token ids are bigints; a larger number names no token (and PostgreSQL would refuse it).
+MAX_TOKEN_ID = 2**63 - 1
+
+
+class MeOutputSerializer(serializers.Serializer):
+    username = serializers.CharField(allow_null=True)
+    tenant = serializers.CharField()
+    role = serializers.ChoiceField(choices=Role.choices)
+    auth = serializers.ChoiceField(choices=["token", "session", "none"])
+
+
+TENANT_QUERY = OpenApiParameter(
+    "tenant", {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"}, OpenApiParameter.QUERY, required=False,
+    description="Tenant slug; default: the token's tenant.",
+)
 
 
 class MeApi(APIView):
     permission_classes = [IsTenantReader]
 
-    class OutputSerializer(serializers.Serializer):
-        username = serializers.CharField(allow_null=True)
-        tenant = serializers.CharField()
-        role = serializers.ChoiceField(choices=Role.choices)
-        auth = serializers.ChoiceField(choices=["token", "session", "none"])
-
-    @extend_schema(responses=OutputSerializer, summary="The caller, its tenant and role")
+    @extend_schema(operation_id="me", parameters=[TENANT_QUERY], responses={200: MeOutputSerializer},
+                   summary="The caller, its tenant and role")
     def get(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
         auth = "token" if ctx.token else ("session" if ctx.user.is_authenticated else "none")
@@ -33,10 +45,10 @@ class MeApi(APIView):
             "role": ctx.role,
             "auth": auth,
         }
-        return Response(self.OutputSerializer(data).data)
+        return Response(MeOutputSerializer(data).data)
 
 
-class TokenOutputSerializer(serializers.ModelSerializer):
+class TokenSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     tenant = serializers.CharField(source="tenant.slug")
 
@@ -45,24 +57,40 @@ class TokenOutputSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "prefix", "role", "owner", "tenant", "created_at", "last_used_at", "revoked_at"]
 
 
+class TokenCreatedSerializer(TokenSerializer):
+    token = serializers.CharField(help_text="The secret: shown this once, never stored.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = [*TokenSerializer.Meta.fields, "token"]
+
+
+class TokenListOutputSerializer(serializers.Serializer):
+    tokens = TokenSerializer(many=True, help_text="Newest first, at most 500.")
+
+
+class TokenCreateInputSerializer(ClosedSerializer):
+    """A new token of the caller, in the tenant, at most the caller's role."""
+
+    name = StrictCharField(max_length=100, required=False, default="", allow_blank=True)
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.READER, help_text="At most your own role.")
+    tenant = TenantField()
+
+
 class TokenListApi(APIView):
     permission_classes = [IsTenantAdmin]
 
-    class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=100, required=False, default="")
-        role = serializers.ChoiceField(choices=Role.choices, default=Role.READER)
-        tenant = serializers.CharField(required=False)
-
-    @extend_schema(responses=TokenOutputSerializer(many=True), summary="The tenant's API tokens (admin)")
+    @extend_schema(operation_id="tokens_list", parameters=[TENANT_QUERY], responses={200: TokenListOutputSerializer},
+                   summary="The tenant's API tokens (admin)")
     def get(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
         tokens = ApiToken.objects.filter(tenant=ctx.tenant).select_related("owner", "tenant").order_by("-created_at")[:500]
-        return Response({"tokens": TokenOutputSerializer(tokens, many=True).data})
+        return Response({"tokens": TokenSerializer(tokens, many=True).data})
 
-    @extend_schema(request=InputSerializer, responses={201: TokenOutputSerializer}, summary="Create a token for yourself (admin); the secret is shown once")
+    @extend_schema(operation_id="tokens_create", request=TokenCreateInputSerializer, responses={201: TokenCreatedSerializer},
+                   summary="Create a token for yourself (admin); the secret is shown once")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
-        data = self.InputSerializer(data=request.data)
+        data = TokenCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         # An admin cannot mint a token above their own effective role (a reader token stays a reader).
         if Role.rank(data.validated_data["role"]) > Role.rank(ctx.role):
@@ -70,7 +98,7 @@ class TokenListApi(APIView):
         token, secret = api_token_create(
             tenant=ctx.tenant, owner=ctx.user, role=data.validated_data["role"], name=data.validated_data["name"]
         )
-        body = dict(TokenOutputSerializer(token).data)
+        body = dict(TokenSerializer(token).data)
         body["token"] = secret
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -78,9 +106,16 @@ class TokenListApi(APIView):
 class TokenDetailApi(APIView):
     permission_classes = [IsTenantAdmin]
 
-    @extend_schema(responses={204: None}, summary="Revoke a token of the tenant (admin)")
+    @extend_schema(
+        operation_id="tokens_revoke",
+        parameters=[OpenApiParameter("token_id", {"type": "integer", "minimum": 0, "maximum": MAX_TOKEN_ID}, OpenApiParameter.PATH),
+                    TENANT_QUERY],
+        responses={204: None}, summary="Revoke a token of the tenant (admin)",
+    )
     def delete(self, request: Request, token_id: int) -> Response:
         ctx = resolve_tenant_context(request)
+        if token_id > MAX_TOKEN_ID:
+            raise exceptions.NotFound()
         token = get_for_tenant(ApiToken.objects.all(), tenant=ctx.tenant, pk=token_id)
         api_token_revoke(token=token)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -11,10 +11,20 @@ from rest_framework.request import Request
 from accounts.models import ApiToken
 from accounts.selectors import api_token_for_secret
 from accounts.services import api_token_touch
+from config.throttling import BadTokenThrottle
+
+
+# Real secrets are far shorter; anything longer is refused before it is hashed.
+MAX_SECRET_CHARS = 200
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
-    """Authenticates API tokens. ``request.auth`` is the ``ApiToken``."""
+    """Authenticates API tokens. ``request.auth`` is the ``ApiToken``.
+
+    A client address that sent too many unknown or malformed tokens is refused with 429
+    before its next token is looked up (``BadTokenThrottle``), whether that one is valid or
+    not: otherwise guessing could go on, only slower to confirm.
+    """
 
     keyword = "Bearer"
 
@@ -25,11 +35,15 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != self.keyword.lower():
             return None  # another scheme: leave it to other authenticators
+        throttle = BadTokenThrottle(request)
+        throttle.check()
         secret = secret.strip()
-        if not secret or " " in secret:
+        if not secret or " " in secret or len(secret) > MAX_SECRET_CHARS or not secret.isprintable():
+            throttle.record_failure()
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
         token = api_token_for_secret(secret=secret)
         if token is None:
+            throttle.record_failure()
             raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
         if not token.owner.is_active:
             raise exceptions.AuthenticationFailed("The API token's owner is deactivated.")

@@ -2,7 +2,10 @@
 
 Every page sends a strict Content-Security-Policy (no inline script or style, no plugins,
 no framing): model output and document text are escaped where they are rendered, and the
-policy is the second line of defence if an escape is ever missed.
+policy is the second line of defence if an escape is ever missed. The product's pages set it
+themselves (``page``); ``ContentSecurityPolicyMiddleware`` gives every other response one too:
+the admin and the API docs get the pages' policy (their scripts and styles are static files),
+and everything else (the JSON API) a policy that allows nothing at all.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.deprecation import MiddlewareMixin
 from django.views.decorators.cache import never_cache
 
 from accounts.access import NoTenant, TenantContext, page_tenant
@@ -29,6 +33,21 @@ def content_security_policy(request: HttpRequest) -> str:
         f"connect-src 'self' ws://{host} wss://{host}; object-src 'none'; base-uri 'none'; "
         "form-action 'self'; frame-ancestors 'none'"
     )
+
+
+# For responses that are not pages (JSON, scripts): nothing may be loaded, framed or submitted.
+API_CONTENT_SECURITY_POLICY = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+
+class ContentSecurityPolicyMiddleware(MiddlewareMixin):
+    """A Content-Security-Policy on every response that has none (the admin, /v1/docs, the API)."""
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if "Content-Security-Policy" not in response:
+            html = response.get("Content-Type", "").startswith("text/html")
+            response["Content-Security-Policy"] = content_security_policy(request) if html else API_CONTENT_SECURITY_POLICY
+        response.setdefault("Referrer-Policy", "same-origin")
+        return response
 
 
 def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

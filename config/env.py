@@ -8,6 +8,7 @@ to a default (cf. healthchecks ``hc/settings.py``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from django.core.exceptions import ImproperlyConfigured
@@ -100,4 +101,21 @@ def env_choice(name: str, default: str, choices: tuple[str, ...], *, environ: Ma
     value = raw.strip().lower()
     if value not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
+_RATE = re.compile(r"^([0-9]+)/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def env_rate(name: str, default: str | None, *, environ: Mapping[str, str] | None = None) -> str | None:
+    """A request rate as DRF throttles read it, ``<count>/<s|min|hour|day>`` (e.g. ``120/min``); ``off`` is None."""
+    raw = env_str(name, None, environ=environ)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("off", "none", "0", ""):
+        return None
+    match = _RATE.match(value)
+    if not match or int(match.group(1)) < 1:
+        raise ImproperlyConfigured(f"{name} must be a rate such as 120/min (count per s, min, hour or day) or off, got {raw!r}")
     return value

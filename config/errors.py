@@ -7,10 +7,11 @@ Every error body is ``{"error": <code>, "detail": <sentence>}``, plus ``"fields"
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import DatabaseError
 from django.http import Http404
@@ -18,7 +19,9 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from config.middleware import database_unavailable_response, is_database_unavailable
+from config.db import database_error_kind
+from config.middleware import DATABASE_ERRORS, RETRY_AFTER
+from config.uploads import UploadTooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,8 @@ def _flatten(detail: Any) -> dict[str, list[str]]:
     def walk(prefix: str, value: Any) -> None:
         if isinstance(value, dict):
             for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+                # A list's items (DRF reports them as {index: errors}) read "ids[0]", as the RAG API names them.
+                walk(f"{prefix}[{key}]" if isinstance(key, int) and prefix else f"{prefix}.{key}" if prefix else str(key), inner)
         elif isinstance(value, list) and value and not all(isinstance(v, (str, exceptions.ErrorDetail)) for v in value):
             for index, inner in enumerate(value):
                 walk(f"{prefix}[{index}]" if prefix else str(index), inner)
@@ -53,12 +57,22 @@ def _summary(fields: dict[str, list[str]]) -> str:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler producing the project's error shape."""
-    if isinstance(exc, DatabaseError) and is_database_unavailable(exc):
-        logger.error("database unavailable: %s", exc)
+    kind = database_error_kind(exc) if isinstance(exc, DatabaseError) else None
+    if kind is not None:
+        logger.error("database %s: %s", kind, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         set_rollback()
-        plain = database_unavailable_response()
-        return Response(json.loads(plain.content), status=plain.status_code, headers={"Retry-After": plain["Retry-After"]})
-    if isinstance(exc, RequestDataTooBig | TooManyFilesSent | TooManyFieldsSent):
+        code, detail = DATABASE_ERRORS[kind]
+        return Response({"error": code, "detail": detail}, status=503, headers={"Retry-After": RETRY_AFTER[kind]})
+    if isinstance(exc, UploadTooLarge):
+        set_rollback()
+        return Response({"error": "request_too_large", "detail": exc.message, "fields": {exc.field: [exc.message]}}, status=413)
+    if isinstance(exc, TooManyFilesSent | TooManyFieldsSent):
+        set_rollback()
+        field, limit = ("files", settings.DATA_UPLOAD_MAX_NUMBER_FILES) if isinstance(exc, TooManyFilesSent) else (
+            "non_field_errors", settings.DATA_UPLOAD_MAX_NUMBER_FIELDS)
+        message = f"At most {limit} {'files' if field == 'files' else 'form fields'} per request."
+        return Response({"error": "invalid", "detail": message, "fields": {field: [message]}}, status=400)
+    if isinstance(exc, RequestDataTooBig):
         set_rollback()
         return Response({"error": "request_too_large", "detail": f"The request is too large: {exc}"}, status=413)
     if isinstance(exc, Http404):
@@ -71,8 +85,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     headers: dict[str, str] = {}
     if getattr(exc, "auth_header", None):
         headers["WWW-Authenticate"] = exc.auth_header  # type: ignore[attr-defined]
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
+    if getattr(exc, "wait", None) is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(exc.wait)))  # type: ignore[attr-defined]
+    elif exc.status_code == 429:
+        headers["Retry-After"] = "1"
 
     if isinstance(exc, exceptions.ValidationError):
         fields = _flatten(exc.detail)

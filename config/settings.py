@@ -14,12 +14,13 @@ Variables (all optional unless noted):
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_choice, env_float, env_int, env_list, env_rate, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -71,14 +72,18 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_q",
+    "drf_spectacular_sidecar",
+    "axes",
     "accounts",
     "knowledge",
     "chat",
 ]
 
 MIDDLEWARE = [
+    "config.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "accounts.web.ContentSecurityPolicyMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -86,6 +91,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out sign-in into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -108,8 +115,24 @@ TEMPLATES = [
 ]
 
 # --- Database -----------------------------------------------------------------
+# Each process (the ASGI server, every django-q2 process) has its own pool of at most
+# QUARRY_DB_POOL_SIZE connections (README "Connections": the sizing rule, PgBouncer). A
+# request that finds them all busy waits QUARRY_DB_POOL_TIMEOUT seconds, then is answered
+# 503 overloaded; QUARRY_DB_POOL_SIZE=0 turns the pool off (one connection per request).
 DATABASE_URL = env_str("DATABASE_URL") or ""
+QUARRY_DB_POOL_SIZE = env_int("QUARRY_DB_POOL_SIZE", 20, minimum=0, maximum=10_000)
+QUARRY_DB_POOL_MIN_SIZE = env_int("QUARRY_DB_POOL_MIN_SIZE", 1, minimum=0, maximum=10_000)
+QUARRY_DB_POOL_TIMEOUT = env_float("QUARRY_DB_POOL_TIMEOUT", 5.0, minimum=0.1, maximum=600.0)
+# Requests allowed to wait for a connection at once (0: no limit); the next one is refused at once.
+QUARRY_DB_POOL_MAX_WAITING = env_int("QUARRY_DB_POOL_MAX_WAITING", 0, minimum=0)
+# Behind PgBouncer in transaction mode: no server-side cursors (they live across transactions).
+QUARRY_DB_PGBOUNCER = env_bool("QUARRY_DB_PGBOUNCER", False)
 _CONN_MAX_AGE = env_int("QUARRY_DB_CONN_MAX_AGE", 0, minimum=0)
+if QUARRY_DB_POOL_SIZE and _CONN_MAX_AGE:
+    raise ImproperlyConfigured(
+        "QUARRY_DB_CONN_MAX_AGE must be 0 while the connection pool is on (QUARRY_DB_POOL_SIZE > 0): "
+        "pooled connections are returned to the pool after each request, not kept by it."
+    )
 if DATABASE_URL:
     try:
         _db = dj_database_url.parse(DATABASE_URL, conn_max_age=_CONN_MAX_AGE)
@@ -132,6 +155,20 @@ else:
 DATABASES["default"].setdefault("OPTIONS", {})
 # A dead server must fail a request quickly (503), not hang it.
 DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("QUARRY_DB_CONNECT_TIMEOUT", 5, minimum=1))
+# Checked when taken from the pool (one empty round trip), so connections that died with a
+# server restart are replaced instead of failing the request that gets them.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if QUARRY_DB_POOL_SIZE:
+    from config.db import install_fork_safety, pool_options
+
+    DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
+        min_size=QUARRY_DB_POOL_MIN_SIZE, max_size=QUARRY_DB_POOL_SIZE, timeout=QUARRY_DB_POOL_TIMEOUT,
+        max_waiting=QUARRY_DB_POOL_MAX_WAITING,
+    )
+    install_fork_safety()
+# Server-side prepared statements stay off (Django's default prepare_threshold=None for psycopg 3):
+# a transaction pooler hands each transaction a different server connection.
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = QUARRY_DB_PGBOUNCER
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: Channels layer and task broker -------------------------------------
@@ -142,6 +179,22 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Caches: throttling counters, shared by every process ------------------------
+# The throttles (login lockouts live in their own tables, see AXES_*) need counts that
+# every app process sees: Redis when configured, otherwise a table in PostgreSQL (created
+# by the accounts migrations). "local" is per process, for what must never touch the
+# network: django-q2's cluster statistics, written by its sentinel every half second.
+if REDIS_URL:
+    _shared_cache: dict[str, object] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                                        "KEY_PREFIX": "quarry"}
+else:
+    _shared_cache = {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "quarry_cache",
+                     "OPTIONS": {"MAX_ENTRIES": 100_000, "CULL_FREQUENCY": 4}}
+CACHES = {
+    "default": _shared_cache,
+    "local": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "quarry-local"},
+}
 
 _TASK_TIMEOUT = env_int("QUARRY_TASK_TIMEOUT", 600, minimum=1)
 Q_CLUSTER: dict[str, object] = {
@@ -156,6 +209,9 @@ Q_CLUSTER: dict[str, object] = {
     "save_limit": 1000,
     "ack_failures": True,
     "label": "Background tasks",
+    # The sentinel saves its statistics every guard cycle: a failing shared cache (a busy or
+    # restarting database) would stop the whole cluster, so they stay in the process.
+    "cache": "local",
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
@@ -282,6 +338,37 @@ LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
+# Sign-in lockout (django-axes, both /login/ and /admin/login/): after QUARRY_LOGIN_FAILURE_LIMIT
+# failed attempts for one username, or from one client address, that username or address is
+# refused (429, even with the right password) for QUARRY_LOGIN_LOCKOUT_MINUTES. The attempts
+# live in PostgreSQL, so every app process sees them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("QUARRY_LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = env_int("QUARRY_LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("QUARRY_LOGIN_LOCKOUT_MINUTES", 15, minimum=1, maximum=7 * 24 * 60))
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]  # each on its own: per address, and per user
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "config.throttling.client_ip"
+AXES_VERBOSE = False
+# The client's address: the TCP peer, or (behind this many trusted reverse proxies that append
+# to X-Forwarded-For) the address the outermost of them saw. Never a header the client sets itself.
+QUARRY_TRUSTED_PROXIES = env_int("QUARRY_TRUSTED_PROXIES", 0, minimum=0, maximum=10)
+
+# Throttles (config/throttling.py), answered 429 with Retry-After: per client address for bearer
+# tokens that do not exist (before the token is even looked up), and per token (or signed-in user)
+# for the expensive endpoints. "off" disables one.
+QUARRY_THROTTLE_RATES: dict[str, str | None] = {
+    "bad_token": env_rate("QUARRY_THROTTLE_BAD_TOKENS", "30/min"),
+    "search": env_rate("QUARRY_THROTTLE_SEARCH", "600/min"),
+    "ingest": env_rate("QUARRY_THROTTLE_INGEST", "120/min"),
+    "chat": env_rate("QUARRY_THROTTLE_CHAT", "60/min"),
+    "agent": env_rate("QUARRY_THROTTLE_AGENT", "30/min"),
+}
+
 REST_FRAMEWORK = {
     # Bearer first: its WWW-Authenticate header is what turns "no credentials" into 401.
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -289,24 +376,48 @@ REST_FRAMEWORK = {
         "accounts.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsTenantReader"],
+    # Views opt in with ``throttle_scope`` (a name of QUARRY_THROTTLE_RATES, or one per method).
+    "DEFAULT_THROTTLE_CLASSES": ["config.throttling.ScopedTokenThrottle"],
+    "DEFAULT_THROTTLE_RATES": QUARRY_THROTTLE_RATES,
+    "NUM_PROXIES": QUARRY_TRUSTED_PROXIES,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
-        "rest_framework.parsers.MultiPartParser",
-        "rest_framework.parsers.FormParser",
-    ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies only (what the schema documents); the upload endpoint takes multipart itself.
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.BoundedJSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "config.schema.AutoSchema",
     "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quarry API",
-    "DESCRIPTION": "Multi-tenant knowledge base with retrieval-augmented chat.",
+    "DESCRIPTION": (
+        "Multi-tenant knowledge base with retrieval-augmented chat. Authenticate with `Authorization: Bearer <token>` "
+        "(`manage.py create_api_token`). Every error is `{error, detail}` (plus `fields` for invalid input, and "
+        "`request_id` for a 500)."
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/v1",
+    # 3.1: JSON Schema 2020-12 (propertyNames, type lists), which the fuzzer and clients read exactly.
+    "OAS_VERSION": "3.1.0",
+    # Swagger UI and Redoc from static files (drf-spectacular-sidecar): /v1/docs works offline and
+    # under the pages' Content-Security-Policy.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"validatorUrl": None, "persistAuthorization": False},
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"TenantRoleEnum": "accounts.models.Role"},
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "config.schema.postprocess"],
 }
+
+# Request bodies: QUARRY_MAX_REQUEST_BYTES (above) is enforced while the body arrives (config.asgi)
+# and again by the first upload handler; no uploaded file may pass QUARRY_UPLOAD_MAX_BYTES.
+FILE_UPLOAD_HANDLERS = [
+    "config.uploads.LimitedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # --- Static files, i18n, security --------------------------------------------------
 STATIC_URL = "/static/"

@@ -150,7 +150,7 @@ class DocumentAdmin(TenantScopedAdmin):
         return format_html(
             '<div class="quarry-progress" data-quarry-doc="{}" data-status="{}" data-url="{}" title="{}">'
             '<span class="quarry-progress-label">{}</span>'
-            '<span class="quarry-progress-track"><span class="quarry-progress-fill" style="width: {}%"></span></span>'
+            '<span class="quarry-progress-track"><span class="quarry-progress-fill" data-percent="{}"></span></span>'
             '<span class="quarry-progress-error">{}</span></div>',
             obj.pk, obj.status, reverse("admin:knowledge_document_progress"), obj.error, text,
             percent if obj.status != DocumentStatus.FAILED else 0, obj.error if obj.status == DocumentStatus.FAILED else "",

@@ -1,10 +1,17 @@
-"""REST endpoints for the knowledge base: search and fetch (readers); documents (readers read, editors write)."""
+"""REST endpoints for the knowledge base: search and fetch (readers); documents (readers read, editors write).
+
+Request bodies are closed (a field an endpoint does not declare is a 400) and typed as sent
+(``config.serializers``); the bounds are the RAG API's own (``knowledge.rag``), checked once,
+with its messages, and stated in the OpenAPI schema as JSON Schema (patterns, lengths).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiRequest, extend_schema, extend_schema_field
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -14,11 +21,22 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
+from config.parsers import BoundedJSONField
+from config.serializers import (
+    ClosedSerializer,
+    StrictCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    TenantField,
+)
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
-from knowledge.services.documents import DocumentInputError, document_delete_many, document_ingest, document_upload_create
 from knowledge.rag import limits
 from knowledge.selectors import chunk_fetch, chunk_search, document_list
+from knowledge.services.documents import DocumentInputError, document_delete_many, document_ingest, document_upload_create
+
+# Offsets past this are refused (PostgreSQL's OFFSET is a bigint; no tenant holds a billion documents).
+MAX_OFFSET = 1_000_000_000
 
 
 class EmbeddingUnavailable(exceptions.APIException):
@@ -38,15 +56,98 @@ def rag_error_to_api(exc: rag.RAGError) -> exceptions.APIException:
     raise exc
 
 
-class ChunkOutputSerializer(serializers.Serializer):
+def document_id_in_url(document_id: str) -> str:
+    """A document id from a URL, checked as ids in bodies are (a lookup: any id that could be stored)."""
+    if not limits.DOCUMENT_ID_RE.fullmatch(document_id):
+        raise exceptions.ValidationError({"document_id": [f"{document_id[:80]!r} is not a valid document id."]})
+    return document_id
+
+
+# --- JSON Schema of the RAG API's values ---------------------------------------------------------
+
+SCALAR_SCHEMA: dict[str, Any] = {"anyOf": [
+    {"type": "string", "maxLength": limits.MAX_METADATA_STRING_CHARS, "pattern": limits.TEXT_PATTERN},
+    {"type": "number"},
+    {"type": "boolean"},
+]}
+FIELDS_SCHEMA: dict[str, Any] = {"maxProperties": limits.MAX_FIELDS, "propertyNames": {"pattern": limits.FIELD_PATTERN, "maxLength": 64}}
+
+
+@extend_schema_field({
+    "type": "object", **FIELDS_SCHEMA, "additionalProperties": SCALAR_SCHEMA,
+    "description": "Flat metadata: field names of letters, digits and _; values text, numbers or true/false.",
+})
+class MetadataField(serializers.DictField):
+    """An object; its names and values are checked by the RAG API (messages name ``metadata.<field>``)."""
+
+
+@extend_schema_field({
+    "type": "object", **FIELDS_SCHEMA,
+    "additionalProperties": {"anyOf": [
+        *SCALAR_SCHEMA["anyOf"],
+        {"type": "array", "minItems": 1, "maxItems": limits.MAX_MEMBERS, "items": SCALAR_SCHEMA},
+    ]},
+    "description": '{"field": value} is equality, {"field": [a, b]} membership; fields AND together.',
+})
+class FiltersField(serializers.DictField):
+    pass
+
+
+def _string(pattern: str, max_length: int, *, min_length: int = 1, description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "minLength": min_length, "maxLength": max_length, "pattern": pattern}
+    return {**schema, "description": description} if description else schema
+
+
+@extend_schema_field(_string(limits.NON_BLANK_TEXT_PATTERN, limits.MAX_QUERY_CHARS,
+                             description="The question or keywords: not blank, no control characters but tab and line breaks."))
+class QueryField(StrictCharField):
+    pass
+
+
+@extend_schema_field(_string(limits.CHUNK_ID_PATTERN, 207, description="A chunk id: '<document id>:<n>'."))
+class ChunkIdField(StrictCharField):
+    pass
+
+
+@extend_schema_field(_string(limits.DOCUMENT_ID_PATTERN, 200, description=(
+    "The caller's id: letters, digits and ._:/@+=-, at most 200; '/'-separated parts are neither empty nor only dots.")))
+class NewDocumentIdField(StrictCharField):
+    pass
+
+
+@extend_schema_field(_string(limits.DOCUMENT_TEXT_PATTERN, limits.MAX_CHARS_PER_DOCUMENT, description="Not blank, no NUL."))
+class DocumentTextField(StrictCharField):
+    pass
+
+
+@extend_schema_field({"type": ["string", "null"], "maxLength": limits.MAX_TITLE_CHARS, "pattern": limits.LINE_PATTERN})
+class TitleField(StrictCharField):
+    pass
+
+
+@extend_schema_field({"type": ["string", "null"], "maxLength": limits.MAX_URI_CHARS, "pattern": limits.LINE_PATTERN})
+class UriField(StrictCharField):
+    pass
+
+
+# --- Search and fetch ------------------------------------------------------------------------------
+
+
+class ChunkSerializer(serializers.Serializer):
     chunk_id = serializers.CharField()
     document_id = serializers.CharField()
     title = serializers.CharField(allow_null=True)
     uri = serializers.CharField(allow_null=True)
     text = serializers.CharField()
-    metadata = serializers.DictField()
+    metadata = MetadataField()
     start_char = serializers.IntegerField(allow_null=True)
     end_char = serializers.IntegerField(allow_null=True)
+
+
+class SearchHitSerializer(ChunkSerializer):
+    score = serializers.FloatField(help_text="What the mode ranks by: BM25 (keyword), cosine (semantic) or RRF (hybrid).")
+    rrf_rank = serializers.IntegerField(allow_null=True)
+    semantic_similarity = serializers.FloatField(allow_null=True)
 
 
 def chunk_json(chunk: rag.RAGChunk) -> dict[str, Any]:
@@ -56,29 +157,30 @@ def chunk_json(chunk: rag.RAGChunk) -> dict[str, Any]:
     }
 
 
+class SearchInputSerializer(ClosedSerializer):
+    """A search: the query, and optionally mode, limit, metadata filters, a score floor and the tenant."""
+
+    query = QueryField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
+    mode = serializers.ChoiceField(choices=[m.value for m in rag.SearchMode], default=rag.SearchMode.HYBRID.value)
+    limit = StrictIntegerField(min_value=1, max_value=limits.MAX_LIMIT, default=8)
+    filters = FiltersField(required=False, default=dict)
+    min_score = StrictFloatField(required=False, allow_null=True, default=None, help_text="Drop hits scored below this.")
+    tenant = TenantField()
+
+
+class SearchOutputSerializer(serializers.Serializer):
+    hits = SearchHitSerializer(many=True)
+
+
 class SearchApi(APIView):
     permission_classes = [IsTenantReader]
+    throttle_scope = "search"
 
-    class InputSerializer(serializers.Serializer):
-        query = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
-        mode = serializers.ChoiceField(choices=[m.value for m in rag.SearchMode], default=rag.SearchMode.HYBRID.value)
-        limit = serializers.IntegerField(min_value=1, max_value=limits.MAX_LIMIT, default=8)
-        filters = serializers.DictField(required=False, default=dict)
-        min_score = serializers.FloatField(required=False, allow_null=True, default=None)
-        tenant = serializers.CharField(required=False)
-
-    class HitSerializer(ChunkOutputSerializer):
-        score = serializers.FloatField()
-        rrf_rank = serializers.IntegerField(allow_null=True)
-        semantic_similarity = serializers.FloatField(allow_null=True)
-
-    class OutputSerializer(serializers.Serializer):
-        hits = serializers.ListField(child=serializers.DictField())
-
-    @extend_schema(request=InputSerializer, responses={200: OutputSerializer}, summary="Search the tenant's chunks")
+    @extend_schema(operation_id="search", request=SearchInputSerializer, responses={200: SearchOutputSerializer},
+                   summary="Search the tenant's chunks (keyword, semantic or hybrid), best first")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
-        data = self.InputSerializer(data=request.data)
+        data = SearchInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
@@ -92,17 +194,25 @@ class SearchApi(APIView):
         ]})
 
 
+class ChunkFetchInputSerializer(ClosedSerializer):
+    """Chunk ids to fetch, at most 1,000."""
+
+    ids = serializers.ListField(child=ChunkIdField(max_length=207), allow_empty=False, min_length=1, max_length=limits.MAX_FETCH_IDS)
+    tenant = TenantField()
+
+
+class ChunkFetchOutputSerializer(serializers.Serializer):
+    chunks = ChunkSerializer(many=True, help_text="In the order asked for; ids that do not exist (here) are left out.")
+
+
 class ChunkFetchApi(APIView):
     permission_classes = [IsTenantReader]
 
-    class InputSerializer(serializers.Serializer):
-        ids = serializers.ListField(child=serializers.CharField(max_length=210), allow_empty=False, max_length=limits.MAX_FETCH_IDS)
-        tenant = serializers.CharField(required=False)
-
-    @extend_schema(request=InputSerializer, responses={200: ChunkOutputSerializer(many=True)}, summary="Fetch chunks by id, in order")
+    @extend_schema(operation_id="chunks_fetch", request=ChunkFetchInputSerializer, responses={200: ChunkFetchOutputSerializer},
+                   summary="Fetch chunks by id, in order")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
-        data = self.InputSerializer(data=request.data)
+        data = ChunkFetchInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
             chunks = chunk_fetch(tenant=ctx.tenant, ids=data.validated_data["ids"])
@@ -114,15 +224,15 @@ class ChunkFetchApi(APIView):
 # --- Documents: synchronous ingest, background uploads, status, delete -----------------------------
 
 
-class DocumentOutputSerializer(serializers.Serializer):
+class DocumentSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="The id the caller chose.")
-    title = serializers.CharField()
-    uri = serializers.CharField()
+    title = serializers.CharField(allow_blank=True)
+    uri = serializers.CharField(allow_blank=True)
     status = serializers.ChoiceField(choices=DocumentStatus.choices)
     progress = serializers.FloatField(help_text="0..1 while processing; 1 when ready.")
-    error = serializers.CharField(help_text="Why the latest request failed, as a sentence naming the file; empty otherwise.")
+    error = serializers.CharField(allow_blank=True, help_text="Why the latest request failed, as a sentence naming the file; empty otherwise.")
     chunk_count = serializers.IntegerField(help_text="Chunks currently searchable (the last version that landed).")
-    metadata = serializers.DictField()
+    metadata = MetadataField()
     updated_at = serializers.DateTimeField()
 
 
@@ -145,41 +255,60 @@ class _ReadOrEdit(APIView):
         return [IsTenantReader()] if self.request.method in ("GET", "HEAD", "OPTIONS") else [IsTenantEditor()]
 
 
-class DocumentInputSerializer(serializers.Serializer):
-    """Types only: the bounds are the RAG API's, checked once, with its messages."""
+class DocumentInputSerializer(ClosedSerializer):
+    """One document: its id and text, optionally a title, a URI and metadata."""
 
-    id = serializers.CharField(trim_whitespace=False)
-    text = serializers.CharField(trim_whitespace=False)
-    title = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    uri = serializers.CharField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
-    metadata = serializers.DictField(required=False, default=dict)
+    # Types and shapes only: the bounds are the RAG API's, checked once, with its messages.
+
+    id = NewDocumentIdField(trim_whitespace=False)
+    text = DocumentTextField(trim_whitespace=False)
+    title = TitleField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    uri = UriField(required=False, allow_null=True, allow_blank=True, trim_whitespace=False)
+    metadata = MetadataField(required=False, default=dict)
+
+
+class DocumentIngestInputSerializer(ClosedSerializer):
+    """The ingest body as the view reads it first (each document is then checked on its own)."""
+
+    # Items are validated one by one in the view, so errors read "documents[3].text" like the RAG API's own.
+    documents = serializers.ListField(allow_empty=False, min_length=1, max_length=limits.MAX_DOCUMENTS_PER_INGEST)
+    tenant = TenantField()
+
+
+class DocumentIngestSchemaSerializer(ClosedSerializer):
+    """Documents to index now, each replacing an earlier version of the same id."""
+
+    # What the schema shows for the ingest body; the view checks the items one by one.
+
+    documents = DocumentInputSerializer(many=True, allow_empty=False, min_length=1, max_length=limits.MAX_DOCUMENTS_PER_INGEST, help_text=(
+        f"1 to {limits.MAX_DOCUMENTS_PER_INGEST} documents with distinct ids; at most {limits.MAX_CHARS_PER_INGEST:,} "
+        f"characters and {limits.MAX_CHUNKS_PER_INGEST:,} chunks in all."))
+    tenant = TenantField()
+
+
+class DocumentIngestOutputSerializer(serializers.Serializer):
+    chunks = serializers.IntegerField()
+    document_ids = serializers.ListField(child=serializers.CharField())
+
+
+class DocumentListQuerySerializer(ClosedSerializer):
+    """The list's query string (any other parameter is refused)."""
+
+    status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
+    offset = serializers.IntegerField(min_value=0, max_value=MAX_OFFSET, default=0)
+    tenant = TenantField()
+
+
+class DocumentListOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    documents = DocumentSerializer(many=True)
 
 
 class DocumentListApi(_ReadOrEdit):
-    class InputSerializer(serializers.Serializer):
-        # Items are validated one by one in the view, so errors read "documents[3].text" like the RAG API's own.
-        documents = serializers.ListField(allow_empty=False, max_length=limits.MAX_DOCUMENTS_PER_INGEST)
-        tenant = serializers.CharField(required=False)
-
-    class DocumentIngestInputSerializer(serializers.Serializer):
-        documents = DocumentInputSerializer(many=True)
-        tenant = serializers.CharField(required=False)
-
-    class DocumentIngestOutputSerializer(serializers.Serializer):
-        chunks = serializers.IntegerField()
-        document_ids = serializers.ListField(child=serializers.CharField())
-
-    class DocumentListQuerySerializer(serializers.Serializer):
-        status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
-        limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
-        offset = serializers.IntegerField(min_value=0, default=0)
-        tenant = serializers.CharField(required=False)
-
-    class DocumentListOutputSerializer(serializers.Serializer):
-        count = serializers.IntegerField()
-        next = serializers.URLField(allow_null=True)
-        previous = serializers.URLField(allow_null=True)
-        documents = DocumentOutputSerializer(many=True)
+    throttle_scope = {"POST": "ingest"}
 
     @extend_schema(
         operation_id="documents_list", parameters=[DocumentListQuerySerializer], responses={200: DocumentListOutputSerializer},
@@ -187,7 +316,7 @@ class DocumentListApi(_ReadOrEdit):
     )
     def get(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
-        query = self.DocumentListQuerySerializer(data=request.query_params)
+        query = DocumentListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         v = query.validated_data
         documents = document_list(tenant=ctx.tenant, status=v.get("status"))
@@ -203,12 +332,12 @@ class DocumentListApi(_ReadOrEdit):
         })
 
     @extend_schema(
-        operation_id="documents_ingest", request=DocumentIngestInputSerializer, responses={200: DocumentIngestOutputSerializer},
+        operation_id="documents_ingest", request=DocumentIngestSchemaSerializer, responses={200: DocumentIngestOutputSerializer},
         summary="Index documents now (editor): replaces earlier versions; every bound is a 400 naming it",
     )
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
-        data = self.InputSerializer(data=request.data)
+        data = DocumentIngestInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         documents = []
         for index, raw in enumerate(data.validated_data["documents"]):
@@ -235,28 +364,66 @@ class DocumentListApi(_ReadOrEdit):
         return Response({"chunks": chunks, "document_ids": [d.id for d in documents]})
 
 
+@extend_schema_field({
+    "type": "object", **FIELDS_SCHEMA, "additionalProperties": SCALAR_SCHEMA,
+    "description": 'A JSON object of scalar values (a part of type application/json), applied to every file, e.g. {"team": "support"}.',
+})
+class MetadataJSONField(BoundedJSONField):
+    """The metadata part of an upload: JSON text, parsed with the JSON bounds."""
+
+
+@extend_schema_field(_string(limits.DOCUMENT_ID_PATTERN, 200))
+class UploadIdField(serializers.CharField):
+    pass
+
+
+@extend_schema_field(_string(limits.LINE_PATTERN, limits.MAX_TITLE_CHARS, min_length=0))
+class UploadTitleField(serializers.CharField):
+    pass
+
+
+@extend_schema_field(_string(limits.LINE_PATTERN, limits.MAX_URI_CHARS, min_length=0))
+class UploadUriField(serializers.CharField):
+    pass
+
+
+# Django refuses a request with more files than this (DATA_UPLOAD_MAX_NUMBER_FILES, QUARRY_MAX_UPLOAD_FILES).
+MAX_UPLOAD_FILES = min(limits.MAX_DOCUMENTS_PER_INGEST, settings.DATA_UPLOAD_MAX_NUMBER_FILES)
+
+
+class DocumentUploadInputSerializer(ClosedSerializer):
+    """Files to upload (multipart), with optional ids, metadata, and a title and URI for a single file."""
+
+    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False, min_length=1,
+                                  max_length=MAX_UPLOAD_FILES)
+    ids = serializers.ListField(child=UploadIdField(trim_whitespace=False), required=False, max_length=MAX_UPLOAD_FILES,
+                                help_text="One per file, in order; default: from the file names.")
+    metadata = MetadataJSONField(required=False)
+    title = UploadTitleField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
+    uri = UploadUriField(required=False, allow_blank=True, default="", help_text="Single file only.")
+    tenant = TenantField()
+
+
+class DocumentUploadOutputSerializer(serializers.Serializer):
+    document_ids = serializers.ListField(child=serializers.CharField())
+
+
 class DocumentUploadApi(APIView):
     permission_classes = [IsTenantEditor]
     parser_classes = [MultiPartParser, FormParser]
-
-    class DocumentUploadInputSerializer(serializers.Serializer):
-        files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False)
-        ids = serializers.ListField(child=serializers.CharField(), required=False, help_text="One per file, in order; default: from the file names.")
-        metadata = serializers.JSONField(required=False, help_text="A JSON object of scalar values, applied to every file.")
-        title = serializers.CharField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
-        uri = serializers.CharField(required=False, allow_blank=True, default="", help_text="Single file only.")
-        tenant = serializers.CharField(required=False)
-
-    class DocumentUploadOutputSerializer(serializers.Serializer):
-        document_ids = serializers.ListField(child=serializers.CharField())
+    throttle_scope = "ingest"
 
     @extend_schema(
-        operation_id="documents_upload", request={"multipart/form-data": DocumentUploadInputSerializer}, responses={202: DocumentUploadOutputSerializer},
+        operation_id="documents_upload",
+        request={"multipart/form-data": OpenApiRequest(DocumentUploadInputSerializer, encoding={"metadata": {"contentType": "application/json"}})},
+        responses={202: DocumentUploadOutputSerializer},
         summary="Upload files for background processing (editor); poll GET /v1/documents/{id}",
+        description="Each file at most QUARRY_UPLOAD_MAX_BYTES (a larger one: 413, and nothing is stored); `ids` "
+                    "(one per file) default to the file names; `title` and `uri` apply to a single file only.",
     )
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
-        data = self.DocumentUploadInputSerializer(data=request.data)
+        data = DocumentUploadInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
@@ -269,17 +436,30 @@ class DocumentUploadApi(APIView):
         return Response({"document_ids": [d.external_id for d in documents]}, status=status.HTTP_202_ACCEPTED)
 
 
+DOCUMENT_ID_PARAMETER = OpenApiParameter(
+    "document_id", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description="The document's id (it may contain '/'; send it percent-encoded).",
+    pattern=limits.DOCUMENT_ID_LOOKUP_PATTERN,
+)
+TENANT_PARAMETER = OpenApiParameter(
+    "tenant", {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"}, OpenApiParameter.QUERY, required=False,
+    description="Tenant slug; default: the token's tenant.",
+)
+
+
 class DocumentDetailApi(_ReadOrEdit):
-    @extend_schema(operation_id="documents_retrieve", responses={200: DocumentOutputSerializer}, summary="One document's status and progress")
+    @extend_schema(operation_id="documents_retrieve", parameters=[DOCUMENT_ID_PARAMETER, TENANT_PARAMETER],
+                   responses={200: DocumentSerializer}, summary="One document's status and progress")
     def get(self, request: Request, document_id: str) -> Response:
         ctx = resolve_tenant_context(request)
-        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id)
+        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id_in_url(document_id))
         return Response(document_json(document))
 
-    @extend_schema(operation_id="documents_destroy", responses={204: None}, summary="Delete a document and its chunks (editor; audited)")
+    @extend_schema(operation_id="documents_destroy", parameters=[DOCUMENT_ID_PARAMETER, TENANT_PARAMETER],
+                   responses={204: None}, summary="Delete a document and its chunks (editor; audited)")
     def delete(self, request: Request, document_id: str) -> Response:
         ctx = resolve_tenant_context(request)
-        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id)
+        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id_in_url(document_id))
         document_delete_many(documents=[document], actor=_actor(ctx))
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 
 from accounts.models import Tenant
+from config.parsers import BoundedJSONFormField
 from knowledge import rag
 from knowledge.extraction import SUPPORTED
 from knowledge.models import Document
@@ -72,7 +73,7 @@ class DocumentUploadForm(forms.Form):
     )
     title = forms.CharField(required=False, max_length=limits.MAX_TITLE_CHARS, help_text="Single document only; default: from the file.")
     uri = forms.CharField(required=False, max_length=limits.MAX_URI_CHARS, label="URI", help_text="Single document only: where it lives.")
-    metadata = forms.JSONField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}), help_text=METADATA_HELP)
+    metadata = BoundedJSONFormField(required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 3}), help_text=METADATA_HELP)
 
     def __init__(self, *args: Any, tenants: Sequence[Tenant], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -105,6 +106,7 @@ class DocumentChangeForm(forms.ModelForm):
         help_text="The document's text. Saving a change queues a new version.",
     )
     replace_file = forms.FileField(required=False, allow_empty_file=True, help_text="Upload a new version of the file.")
+    metadata = BoundedJSONFormField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text=METADATA_HELP)
 
     class Meta:
         model = Document
@@ -136,7 +138,7 @@ class SearchForm(forms.Form):
     query = forms.CharField(max_length=limits.MAX_QUERY_CHARS, strip=False, widget=forms.TextInput(attrs={"size": 60}))
     mode = forms.ChoiceField(choices=[(m.value, m.value) for m in rag.SearchMode], initial=rag.SearchMode.HYBRID.value)
     limit = forms.IntegerField(min_value=1, max_value=limits.MAX_LIMIT, initial=10)
-    filters = forms.JSONField(
+    filters = BoundedJSONFormField(
         required=False, initial=dict, widget=forms.Textarea(attrs={"rows": 2}),
         help_text='Metadata filters, e.g. {"team": "support", "year": [2024, 2025]}: equality, or any of a list.',
     )

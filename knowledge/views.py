@@ -31,13 +31,18 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
     """A document of the tenant, the ``chunk`` of the query string highlighted; 404 for anything else.
 
     A chunk without offsets (a custom chunker's text that is not a slice of the document)
-    is shown above the document, whose text then has no position highlighted.
+    is shown above the document, whose text then has no position highlighted. An id that no
+    document or chunk could have (as the API checks them) is a 400 naming it.
     """
+    chunk_id = request.GET.get("chunk")
+    if not limits.DOCUMENT_ID_RE.fullmatch(document_id):
+        return _bad_request(request, ctx, "This is not a document id: letters, digits and ._:/@+=- only, at most 200.")
+    if chunk_id and not limits.CHUNK_ID_RE.fullmatch(chunk_id):
+        return _bad_request(request, ctx, "chunk: this is not a passage id ('<document id>:<n>').")
     document = document_get(tenant=ctx.tenant, external_id=document_id)
     if document is None:
         raise Http404("Document not found.")
     chunk = None
-    chunk_id = request.GET.get("chunk")
     if chunk_id:
         chunk = (
             document_chunks(tenant=ctx.tenant, document=document).filter(chunk_id=chunk_id)
@@ -52,6 +57,10 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
     return render(request, "knowledge/document.html", base_context(
         request, ctx, document=document, chunk=chunk, excerpt=excerpt, link=uri, nav="document",
     ))
+
+
+def _bad_request(request: HttpRequest, ctx: TenantContext, detail: str) -> HttpResponse:
+    return render(request, "400.html", base_context(request, ctx, detail=detail), status=400)
 
 
 @dataclass(frozen=True)

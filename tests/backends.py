@@ -32,3 +32,10 @@ class UnreachableDatabase:
 
     async def search(self, query: Any) -> list[Any]:
         raise self._gone()
+
+
+class BuggyDriver(UnreachableDatabase):
+    """A datastore whose driver fails in a way nobody planned for: what a bug looks like from the outside."""
+
+    async def search(self, query: Any) -> list[Any]:
+        raise ZeroDivisionError("the driver tripped over itself")

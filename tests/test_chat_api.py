@@ -189,7 +189,7 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"session_id": "session-x"}, "prompt", "required"),
     ({"session_id": "session-x", "prompt": "   "}, "prompt", "may not be blank"),
     ({"session_id": "session-x", "prompt": "x" * 16_385}, "prompt", "no more than 16384 characters"),
-    ({"session_id": "session-x", "prompt": "a\x00b"}, "prompt", "Null characters are not allowed"),
+    ({"session_id": "session-x", "prompt": "a\x00b"}, "prompt", "must not contain NUL characters"),  # refused by the JSON parser
     ({"session_id": "session-x", "prompt": "hi", "stream": "maybe"}, "stream", "valid boolean"),
     ({"session_id": "session-x", "prompt": "hi", "model": "gpt-4o"}, "model", "server chooses the model"),
     ({"session_id": "session-x", "prompt": "hi", "api_base": "http://evil"}, "api_base", "server chooses"),

@@ -141,13 +141,14 @@ def test_upload_with_ids_title_and_uri(world: World) -> None:
     assert (document.title, document.uri, document.source_name) == ("Intro", "https://kb/intro", "x.txt")
 
 
-def test_upload_of_an_oversized_file_is_accepted_and_fails_with_the_reason(world: World, settings) -> None:  # type: ignore[no-untyped-def]
+def test_upload_with_a_file_over_the_limit_is_413_and_stores_nothing(world: World, settings) -> None:  # type: ignore[no-untyped-def]
     settings.QUARRY_UPLOAD_MAX_BYTES = 5
     response = world.client(world.editor).post("/v1/documents/upload", {"files": files(("ok.txt", b"tiny"), ("big.txt", b"123456"))}, format="multipart")
-    assert response.status_code == 202
-    big = world.client(world.editor).get("/v1/documents/big.txt").json()
-    assert (big["status"], big["error"]) == ("failed", "big.txt is 6 bytes, over the upload limit of 5 bytes; it was not stored")
-    assert world.client(world.editor).get("/v1/documents/ok.txt").json()["status"] == "queued"
+    assert response.status_code == 413
+    message = "big.txt is over the upload limit of 5 bytes (QUARRY_UPLOAD_MAX_BYTES); nothing was uploaded."
+    assert response.json() == {"error": "request_too_large", "detail": message, "fields": {"files": [message]}}
+    assert not Document.objects.exists()
+    assert not list((Path(settings.MEDIA_ROOT)).rglob("*.txt"))
 
 
 @pytest.mark.parametrize(

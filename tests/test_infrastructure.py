@@ -89,17 +89,33 @@ def test_websocket_from_a_foreign_origin_is_refused() -> None:
 
 
 def test_health_endpoints_when_the_database_is_down() -> None:
-    # Port 9 on loopback: nothing listens, so every connection is refused at once.
-    env = child_env(DATABASE_URL="postgresql://postgres@127.0.0.1:9/quarry")
+    # Port 9 on loopback: nothing listens, so every connection is refused at once; the pool gives up after 1 s.
+    env = child_env(DATABASE_URL="postgresql://postgres@127.0.0.1:9/quarry", QUARRY_DB_POOL_TIMEOUT="1")
     with asgi_server(env, log_name="uvicorn-db-down") as base:
         assert httpx.get(f"{base}/healthz").status_code == 200
-        ready = httpx.get(f"{base}/readyz")
+        ready = httpx.get(f"{base}/readyz", timeout=10)
         assert ready.status_code == 503 and ready.json()["database"] == "unreachable"
-        api = httpx.get(f"{base}/v1/me", headers={"Authorization": "Bearer qry_whatever"})
-        assert api.status_code == 503
+        api = httpx.get(f"{base}/v1/me", headers={"Authorization": "Bearer qry_whatever"}, timeout=10)
+        assert api.status_code == 503 and api.headers["Retry-After"] == "5"
         assert api.json() == {"error": "database_unavailable", "detail": "The database is not reachable. Try again shortly."}
-        admin = httpx.get(f"{base}/admin/", cookies={"sessionid": "a" * 32})
+        admin = httpx.get(f"{base}/admin/", cookies={"sessionid": "a" * 32}, timeout=10)
         assert admin.status_code == 503 and "Traceback" not in admin.text
+        # The WebSocket handshake reads the session before any consumer runs: an accepted socket that
+        # says why and closes with 1013 (try again later), never an HTTP 500.
+        assert asyncio.run(ws_refusal(base)) == (
+            {"event": "error", "data": {"error": "database_unavailable", "detail": "The database is not reachable. Try again shortly."},
+             "request_id": None},
+            1013,
+        )
+
+
+async def ws_refusal(base: str) -> tuple[object, int]:
+    url = base.replace("http://", "ws://") + "/ws/chat/"
+    async with websockets.connect(url, origin=base, additional_headers={"Cookie": "sessionid=" + "a" * 32}) as ws:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), timeout=15))
+        with pytest.raises(websockets.exceptions.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), timeout=15)
+        return frame, ws.close_code
 
 
 def test_readyz_answers_ok_with_a_database(db: None, client) -> None:  # type: ignore[no-untyped-def]

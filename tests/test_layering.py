@@ -90,7 +90,7 @@ ALLOWED: dict[str, set[str]] = {
     "knowledge.highlight": set(),
     "knowledge.selectors": _RAG,
     "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction"},
-    "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction"},
+    "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction", "config.framework"},
     "knowledge.interfaces": _RAG | {
         "knowledge.selectors", "knowledge.services", "knowledge.extraction", "knowledge.forms", "knowledge.highlight",
         "accounts.selectors", "accounts.services", "accounts.access", "accounts.web", "config.framework",

@@ -87,4 +87,6 @@ def test_demo_setup_is_idempotent_and_prints_working_credentials(db: None) -> No
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {first['token']}")
     assert client.get("/v1/me").json()["tenant"] == settings.QUARRY_DEFAULT_TENANT
-    assert APIClient().login(username=first["username"], password=first["password"])
+    # Signing in as a person does (django-axes needs the request, which Client.login does not give it).
+    signed_in = APIClient().post("/login/", {"username": first["username"], "password": first["password"]})
+    assert signed_in.status_code == 302 and signed_in.wsgi_request.user.is_authenticated

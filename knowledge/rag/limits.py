@@ -26,6 +26,38 @@ DOCUMENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$")
 CHUNK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}:[0-9]{1,6}$")
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# Characters no text may hold: NUL (PostgreSQL text and jsonb cannot store it) and unpaired
+# UTF-16 surrogates (not encodable as UTF-8).
+UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
+# Control characters (C0 and DEL) other than tab, line feed and carriage return: refused in
+# queries, metadata and filter values. Titles and URIs are single lines: no controls at all.
+CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+LINE_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
+
+
+def is_document_id(value: object) -> bool:
+    """A document id: ``DOCUMENT_ID_RE``, and ``/``-separated parts that are not empty and not only dots
+    (a URL holding ``a/../b`` is normalized by clients to ``b``, so such a document could never be reached)."""
+    if not isinstance(value, str) or not DOCUMENT_ID_RE.fullmatch(value):
+        return False
+    return all(segment.strip(".") for segment in value.split("/"))
+
+
+# The same rules as JSON Schema patterns (ECMA regex; lengths are given separately as maxLength).
+_ID_CHARS = "A-Za-z0-9._:@+=-"
+DOCUMENT_ID_PATTERN = f"^[A-Za-z0-9][{_ID_CHARS}]*(?:/[{_ID_CHARS}]*[A-Za-z0-9_:@+=-][{_ID_CHARS}]*)*$"
+DOCUMENT_ID_LOOKUP_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$"
+CHUNK_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}:[0-9]{1,6}$"
+FIELD_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+_CONTROLS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f"
+_LINE_CONTROLS = "\\u0000-\\u001f\\u007f"
+# Free text (queries, metadata and filter values): no control characters but tab and line breaks.
+TEXT_PATTERN = f"^[^{_CONTROLS}]*$"
+LINE_PATTERN = f"^[^{_LINE_CONTROLS}]*$"
+# ... and not only whitespace (Python's idea of it: \u0085 and \u001c-\u001f count too).
+NON_BLANK_TEXT_PATTERN = f"^[^{_CONTROLS}]*[^\\s\\u0085{_CONTROLS}][^{_CONTROLS}]*$"
+# Document text: anything but NUL, not only whitespace.
+DOCUMENT_TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0085\\u001c-\\u001f\\u0000][^\\u0000]*$"
 
 
 def describe_bytes(n: int) -> str:

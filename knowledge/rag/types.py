@@ -46,32 +46,58 @@ class SearchMode(str, Enum):
 def check_identifier(field_name: str, value: object, pattern: Any, what: str) -> str:
     if not isinstance(value, str):
         raise RAGTypeError(field_name, f"must be a string, got {type(value).__name__}")
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise RAGValidationError(field_name, f"{value[:80]!r} is not a valid {what}")
     return value
 
 
-def check_text(field_name: str, value: object, max_chars: int, per: str = "allowed") -> str:
-    """A non-empty string of at most ``max_chars``; the message says ``at most N characters <per>``."""
+def check_new_document_id(field_name: str, value: object) -> str:
+    """The id of a document being created or replaced: ``limits.is_document_id`` (no ``.``, ``..`` or empty
+    ``/`` segments). Lookups and deletions accept any id matching the pattern, so older ids stay reachable."""
+    check_identifier(field_name, value, limits.DOCUMENT_ID_RE, DOCUMENT_ID_WHAT)
+    if not limits.is_document_id(value):
+        raise RAGValidationError(field_name, f"{str(value)[:80]!r} is not a valid document id: '/'-separated parts must not be empty, '.' or '..'")
+    return value  # type: ignore[return-value]
+
+
+DOCUMENT_ID_WHAT = "document id (letters, digits, ._:/@+=-; at most 200)"
+
+
+def check_characters(field_name: str, value: str, controls: Any = None) -> str:
+    """Refuse what PostgreSQL cannot store (NUL, unpaired surrogates) and, with ``controls`` (a
+    pattern of limits), control characters; the message names the first one found."""
+    found = limits.UNSTORABLE_RE.search(value) or (controls.search(value) if controls is not None else None)
+    if found is not None:
+        char = found.group()
+        if char == "\x00":
+            raise RAGValidationError(field_name, "must not contain NUL characters")
+        if "\ud800" <= char <= "\udfff":
+            raise RAGValidationError(field_name, "must be valid Unicode (it holds an unpaired surrogate)")
+        raise RAGValidationError(field_name, f"must not contain control characters (found U+{ord(char):04X})")
+    return value
+
+
+def check_text(field_name: str, value: object, max_chars: int, per: str = "allowed", controls: Any = None) -> str:
+    """A non-empty string of at most ``max_chars`` (the message says ``at most N characters <per>``) that
+    PostgreSQL can store; with ``controls``, without control characters."""
     if not isinstance(value, str):
         raise RAGTypeError(field_name, f"must be a string, got {type(value).__name__}")
     if len(value) > max_chars:
         raise RAGValidationError(field_name, f"at most {max_chars} characters {per}, got {len(value)}")
     if not value.strip():
         raise RAGValidationError(field_name, "must not be empty")
-    if "\x00" in value:
-        raise RAGValidationError(field_name, "must not contain NUL characters")
-    return value
+    return check_characters(field_name, value, controls)
 
 
 def _check_optional_text(field_name: str, value: object, max_chars: int) -> str | None:
+    """Titles and URIs: single lines, so no control characters at all."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise RAGTypeError(field_name, f"must be a string or null, got {type(value).__name__}")
     if len(value) > max_chars:
         raise RAGValidationError(field_name, f"at most {max_chars} characters allowed, got {len(value)}")
-    return value
+    return check_characters(field_name, value, limits.LINE_CONTROL_RE)
 
 
 def check_scalar(field_name: str, value: object) -> Scalar:
@@ -85,7 +111,7 @@ def check_scalar(field_name: str, value: object) -> Scalar:
     if isinstance(value, str):
         if len(value) > limits.MAX_METADATA_STRING_CHARS:
             raise RAGValidationError(field_name, f"at most {limits.MAX_METADATA_STRING_CHARS} characters allowed")
-        return value
+        return check_characters(field_name, value, limits.CONTROL_RE)
     if isinstance(value, Mapping | list | tuple | set):
         raise RAGTypeError(field_name, "nested values are not allowed; use str, int, float or bool")
     raise RAGTypeError(field_name, f"must be str, int, float or bool, got {type(value).__name__}")
@@ -193,7 +219,7 @@ class RAGDocument:
         label = self.id if isinstance(self.id, str) and limits.DOCUMENT_ID_RE.match(self.id) else "?"
         check_text(f"documents[{label}].text", self.text, limits.MAX_CHARS_PER_DOCUMENT, "per document")
         object.__setattr__(self, "metadata", check_metadata(self.metadata))
-        check_identifier("id", self.id, limits.DOCUMENT_ID_RE, "document id (letters, digits, ._:/@+=-; at most 200)")
+        check_new_document_id("id", self.id)
         _check_optional_text("title", self.title, limits.MAX_TITLE_CHARS)
         _check_optional_text("uri", self.uri, limits.MAX_URI_CHARS)
 
@@ -280,7 +306,7 @@ class RAGQuery:
         # The seed's bounds in the order of its list (limit, query text, filter fields and
         # members, identifiers), then everything else.
         check_limit(self.limit)
-        check_text("query", self.text, limits.MAX_QUERY_CHARS)
+        check_text("query", self.text, limits.MAX_QUERY_CHARS, controls=limits.CONTROL_RE)
         object.__setattr__(self, "filters", check_filters(self.filters))
         check_identifier("namespace", self.namespace, limits.NAMESPACE_RE, "namespace")
         object.__setattr__(self, "mode", SearchMode.parse(self.mode))

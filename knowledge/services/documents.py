@@ -32,7 +32,7 @@ from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.rag import limits
-from knowledge.rag.types import Embedder, Trigger, check_metadata
+from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import state
 
@@ -398,9 +398,10 @@ def _delete_files_on_commit(names: Sequence[str]) -> None:
 
 
 def _check_document_id(value: object, field: str) -> str:
-    if not isinstance(value, str) or not limits.DOCUMENT_ID_RE.match(value):
-        raise DocumentInputError(field, f"{str(value)[:80]!r} is not a valid document id (letters, digits, ._:/@+=-; at most 200)")
-    return value
+    try:
+        return check_new_document_id(field, value)
+    except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+        raise DocumentInputError(field, exc.message) from None
 
 
 def _check_metadata(metadata: Mapping[str, object] | None) -> dict[str, object]:
@@ -415,3 +416,8 @@ def _check_title_uri(title: str, uri: str) -> None:
         raise DocumentInputError("title", f"at most {limits.MAX_TITLE_CHARS} characters, got {len(title)}")
     if len(uri) > limits.MAX_URI_CHARS:
         raise DocumentInputError("uri", f"at most {limits.MAX_URI_CHARS} characters, got {len(uri)}")
+    for field, value in (("title", title), ("uri", uri)):
+        try:
+            check_characters(field, value, limits.LINE_CONTROL_RE)
+        except rag.RAGValidationError as exc:
+            raise DocumentInputError(field, exc.message) from None

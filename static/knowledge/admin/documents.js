@@ -55,5 +55,12 @@
       });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { window.setTimeout(poll, INTERVAL_MS); });
+  // The bars' initial widths come as data-percent: the Content-Security-Policy allows no inline style attribute.
+  function paintInitial() {
+    document.querySelectorAll(".quarry-progress-fill[data-percent]").forEach(function (fill) {
+      fill.style.width = fill.getAttribute("data-percent") + "%";
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { paintInitial(); window.setTimeout(poll, INTERVAL_MS); });
 })();
