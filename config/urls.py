@@ -18,6 +18,7 @@ api_v1 = [
     path("tokens/<int:token_id>", accounts_api.TokenDetailApi.as_view(), name="token-detail"),
     path("search", knowledge_api.SearchApi.as_view(), name="search"),
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
+    path("graph/picture", knowledge_api.GraphPictureApi.as_view(), name="graph-picture"),
     path("chat/sessions", chat_api.ChatSessionCreateApi.as_view(), name="chat-sessions"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
     path("agent/sessions", agent_api.AgentSessionCreateApi.as_view(), name="agent-sessions"),

@@ -18,7 +18,7 @@ from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.services.documents import DocumentInputError, document_delete_many, document_ingest, document_upload_create
 from knowledge.rag import limits
-from knowledge.selectors import chunk_fetch, chunk_search, document_list
+from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, document_list, graph_picture
 
 
 class EmbeddingUnavailable(exceptions.APIException):
@@ -65,15 +65,21 @@ class SearchApi(APIView):
         limit = serializers.IntegerField(min_value=1, max_value=limits.MAX_LIMIT, default=8)
         filters = serializers.DictField(required=False, default=dict)
         min_score = serializers.FloatField(required=False, allow_null=True, default=None)
+        graph_search = serializers.BooleanField(
+            default=False, help_text="Hybrid mode only: fuse in the knowledge graph's leg (chunks reached through the entities "
+                                     "the query and its top hits name); hits it ranked carry graph_path.",
+        )
         tenant = serializers.CharField(required=False)
 
     class HitSerializer(ChunkOutputSerializer):
         score = serializers.FloatField()
         rrf_rank = serializers.IntegerField(allow_null=True)
         semantic_similarity = serializers.FloatField(allow_null=True)
+        graph_path = serializers.ListField(child=serializers.CharField(), required=False, help_text="With graph_search: the entities that led to it.")
 
     class OutputSerializer(serializers.Serializer):
         hits = serializers.ListField(child=serializers.DictField())
+        graph = serializers.DictField(required=False, help_text="With graph_search: {used, nodes, relations} of the graph leg.")
 
     @extend_schema(request=InputSerializer, responses={200: OutputSerializer}, summary="Search the tenant's chunks")
     def post(self, request: Request) -> Response:
@@ -81,15 +87,66 @@ class SearchApi(APIView):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        if v["graph_search"] and v["mode"] != rag.SearchMode.HYBRID.value:
+            raise exceptions.ValidationError({"graph_search": [f"graph search joins hybrid search; it cannot be used with mode {v['mode']}"]})
+        graph: dict[str, Any] | None = None
         try:
-            hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"], limit=v["limit"],
-                                filters=v["filters"], min_score=v["min_score"])
+            if v["graph_search"]:
+                result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],
+                                            min_score=v["min_score"])
+                hits = result.hits
+                graph = {
+                    "used": bool(result.leg.entities),
+                    "named": [{"name": n.name, "type": n.type} for n in result.leg.named],
+                    "nodes": [{"name": n.name, "type": n.type} for n in result.leg.nodes],
+                    "relations": [{"subject": r.subject, "predicate": r.predicate, "object": r.object, "chunk_id": r.chunk_id}
+                                  for r in result.leg.relations],
+                }
+            else:
+                hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"], limit=v["limit"],
+                                    filters=v["filters"], min_score=v["min_score"])
+        except rag.ConfigurationError as exc:
+            raise exceptions.ValidationError({"graph_search" if v["graph_search"] else "mode": [str(exc)]}) from None
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
-        return Response({"hits": [
-            {**chunk_json(h.chunk), "score": h.score, "rrf_rank": h.rrf_rank, "semantic_similarity": h.semantic_similarity}
-            for h in hits
-        ]})
+        body: dict[str, Any] = {"hits": [_hit_json(h) for h in hits]}
+        if graph is not None:
+            body["graph"] = graph
+        return Response(body)
+
+
+def _hit_json(hit: rag.RAGHit) -> dict[str, Any]:
+    out = {**chunk_json(hit.chunk), "score": hit.score, "rrf_rank": hit.rrf_rank, "semantic_similarity": hit.semantic_similarity}
+    if hit.graph_path:
+        out["graph_path"] = list(hit.graph_path)
+    return out
+
+
+class GraphPictureApi(APIView):
+    """How passages connect through the entities they mention (the pages' graph picture)."""
+
+    permission_classes = [IsTenantReader]
+
+    class InputSerializer(serializers.Serializer):
+        ids = serializers.ListField(child=serializers.CharField(max_length=210), allow_empty=False, max_length=limits.MAX_LIMIT)
+        expand = serializers.BooleanField(default=False, help_text="Also the other documents' passages that mention the entities.")
+        tenant = serializers.CharField(required=False)
+
+    class OutputSerializer(serializers.Serializer):
+        passages = serializers.ListField(child=serializers.DictField(), help_text="{chunk_id, document_id, title, focus}")
+        entities = serializers.ListField(child=serializers.DictField(), help_text="{id, name, type}")
+        links = serializers.ListField(child=serializers.DictField(), help_text="{chunk_id, entity}: the passage mentions the entity")
+
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer}, summary="How passages connect through entities")
+    def post(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            picture = graph_picture(tenant=ctx.tenant, chunk_ids=data.validated_data["ids"], expand=data.validated_data["expand"])
+        except rag.RAGError as exc:
+            raise rag_error_to_api(exc) from None
+        return Response(picture.as_json())
 
 
 class ChunkFetchApi(APIView):

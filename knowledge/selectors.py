@@ -42,6 +42,22 @@ def chunk_search(
     return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
 
 
+def chunk_graph_search(
+    *, tenant: Tenant, query: str, limit: int = 8, filters: Mapping[str, object] | None = None, min_score: float | None = None,
+) -> rag.GraphSearchResult:
+    """Hybrid search with the knowledge graph's leg in the tenant (raises the RAG API's errors)."""
+    service = rag.tenant_service(tenant.slug)
+    return async_to_sync(service.graph_search)(query, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
+
+
+def graph_picture(*, tenant: Tenant, chunk_ids: Sequence[str], expand: bool = False) -> rag.Picture:
+    """How the tenant's chunks ``chunk_ids`` connect through entities (an empty picture without a graph)."""
+    service = rag.tenant_service(tenant.slug, embedder=None)
+    if not service.has_graph:
+        return rag.Picture()
+    return async_to_sync(service.graph_picture)(chunk_ids, expand=expand)
+
+
 def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> list[rag.RAGChunk]:
     """The tenant's chunks with these ids, in the requested order, missing ones omitted."""
     return async_to_sync(rag.tenant_service(tenant.slug, embedder=None).fetch)(ids)

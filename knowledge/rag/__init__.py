@@ -20,11 +20,13 @@ from knowledge.rag.errors import (
     RAGTypeError,
     RAGValidationError,
 )
+from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
 from knowledge.rag.factory import default_embedder, tenant_service
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.types import (
     Chunker,
     Embedder,
+    GraphSearchResult,
     RAGBackend,
     RAGChunk,
     RAGDocument,
@@ -38,6 +40,7 @@ __all__ = [
     "FixedSizeChunker", "NamespaceNotFound", "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit",
     "RAGQuery", "RAGService", "RAGTypeError", "RAGValidationError", "SearchMode", "memory", "postgres", "service",
     "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
+    "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 
 

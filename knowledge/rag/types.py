@@ -13,6 +13,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from knowledge.graph.types import GraphLeg
 from knowledge.rag import limits
 from knowledge.rag.errors import RAGTypeError, RAGValidationError
 
@@ -222,6 +223,9 @@ class RAGHit:
     rrf_rank: int | None = None
     semantic_similarity: float | None = None
     keyword_score: float | None = None
+    # Set when the graph leg ranked the chunk: its activation, and the entities that led to it.
+    graph_score: float | None = None
+    graph_path: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunk, RAGChunk):
@@ -244,6 +248,7 @@ class RAGQuery:
     rrf_k: int = 60
     rerank: bool = False
     embedding_model: str | None = None
+    graph: bool = False  # add the graph leg (hybrid mode only)
 
     def __post_init__(self) -> None:
         check_text("query", self.text, limits.MAX_QUERY_CHARS)
@@ -258,6 +263,8 @@ class RAGQuery:
             object.__setattr__(self, "vector", check_vector(self.vector))
         elif self.mode is not SearchMode.KEYWORD:
             raise RAGValidationError("vector", f"{self.mode.value} search needs a query vector (configure an embedder)")
+        if self.graph and self.mode is not SearchMode.HYBRID:
+            raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {self.mode.value}")
 
 
 @dataclass(frozen=True)
@@ -324,3 +331,11 @@ class RAGBackend(Protocol):
     async def search(self, query: RAGQuery) -> list[RAGHit]: ...
 
     async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]: ...
+
+
+@dataclass(frozen=True)
+class GraphSearchResult:
+    """A hybrid search with the graph leg: the fused hits, and what the leg found (its diagnostics)."""
+
+    hits: list[RAGHit]
+    leg: GraphLeg
