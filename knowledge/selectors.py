@@ -10,7 +10,7 @@ from django.db.models.functions import Length, Substr
 
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.models import Chunk, Document, DocumentStatus
+from knowledge.models import Chunk, Document, DocumentStatus, Entity, Mention, Relation
 
 
 def document_list(*, tenant: Tenant, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
@@ -98,3 +98,36 @@ def document_chunk_rows(*, tenant: Tenant, document: Document) -> "QuerySet[Chun
             embedded=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()),
         )
     )
+
+
+# --- The entity browser (admin) ---------------------------------------------------------------------
+
+ENTITY_ROWS = 50
+
+
+def entity_mentions(*, entity: Entity) -> list[dict[str, object]]:
+    """The entity's strongest mentions (its tenant's chunks), with each chunk's document: at most ``ENTITY_ROWS``."""
+    return list(
+        Mention.objects.filter(tenant_id=entity.tenant_id, entity=entity)
+        .order_by("-weight", "chunk_id")
+        .values("extractor", "weight", "chunk__chunk_id", "chunk__ordinal", "document_id", "document__external_id", "document__title")
+        [:ENTITY_ROWS]
+    )
+
+
+def entity_neighbors(*, entity: Entity) -> list[dict[str, object]]:
+    """Entities its chunks relate it to (either end of a relation), strongest first: at most ``ENTITY_ROWS``."""
+    as_subject = Relation.objects.filter(tenant_id=entity.tenant_id, subject=entity).values_list("object_id", "predicate", "weight")
+    as_object = Relation.objects.filter(tenant_id=entity.tenant_id, object=entity).values_list("subject_id", "predicate", "weight")
+    totals: dict[int, list[object]] = {}
+    for other, predicate, weight in [*as_subject[:2000], *as_object[:2000]]:
+        entry = totals.setdefault(other, [0.0, set(), 0])
+        entry[0] += weight  # type: ignore[operator]
+        entry[1].add(predicate)  # type: ignore[union-attr]
+        entry[2] += 1  # type: ignore[operator]
+    best = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))[:ENTITY_ROWS]  # type: ignore[operator]
+    names = {e.pk: e for e in Entity.objects.filter(tenant_id=entity.tenant_id, pk__in=[pk for pk, _ in best])}
+    return [
+        {"entity": names[pk], "weight": round(float(w), 3), "predicates": sorted(p), "chunks": n}  # type: ignore[arg-type]
+        for pk, (w, p, n) in best if pk in names
+    ]

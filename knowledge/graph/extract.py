@@ -63,8 +63,8 @@ _LEAD_WORDS = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
-# Lower-case words inside names ("University of Oxford", "Procter & Gamble"); not "and": it joins two names.
-_CONNECTORS = "of|the|de|del|della|der|den|di|da|du|des|la|le|van|von|y|&|for|on|upon|al|bin|ibn|zu"
+# Lower-case words inside names ("University of Oxford", "Procter & Gamble"); not "and" or "on": they join two names.
+_CONNECTORS = "of|the|de|del|della|der|den|di|da|du|des|la|le|van|von|y|&|for|upon|al|bin|ibn|zu"
 _ROMAN = re.compile(r"^(?=[IVX])X{0,3}(?:IX|IV|V?I{0,3})$")  # II, IV, XIV: numbering, not acronyms
 _ACRONYM_STOP = frozenset({"I", "A", "OK", "AM", "PM", "AD", "BC", "CE", "BCE", "TV"})
 
@@ -286,7 +286,8 @@ def extract(
                 graph.add(Found(key, name, kind, "reference", WEIGHTS["reference"]))
                 by_sentence.setdefault(sentence, []).append(key)
     for match in _NAME.finditer(text):
-        found = _name_of(match.group(0))
+        begin = starts[bisect_right(starts, match.start()) - 1]
+        found = _name_of(match.group(0), sentence_start=not text[begin:match.start()].strip(" \t\n\"“‘'(["))
         if found is not None:
             graph.add(found)
             seen(match.start(), found.normalized)
@@ -297,7 +298,7 @@ def extract(
             continue
         key = normalize(bare)
         if key:
-            graph.add(Found(key, bare, "acronym", "acronym", WEIGHTS["acronym"]))
+            graph.add(Found(key, bare[:MAX_NAME_CHARS], "acronym", "acronym", WEIGHTS["acronym"]))
             seen(match.start(), key)
     if "(" in text:
         for match in _DEFINITION.finditer(text):
@@ -313,9 +314,14 @@ def extract(
     return graph
 
 
-def _name_of(surface: str) -> Found | None:
-    """A capitalized run as a name: leading function words and a possessive dropped; two words at least."""
+def _name_of(surface: str, *, sentence_start: bool = False) -> Found | None:
+    """A capitalized run as a name: leading function words and a possessive dropped; two words at least.
+
+    At a sentence's start, a first word followed by "the" is the sentence's verb ("Read the Safety Rules").
+    """
     words = surface.split()
+    if sentence_start and len(words) > 2 and words[1] == "the":
+        words = words[2:]
     while words and (words[0].lower().strip(".") in _LEAD_WORDS or words[0].lower().startswith(("i'", "i’"))):
         words = words[1:]
     while words and words[-1].lower() in _CONNECTORS.split("|"):
@@ -329,4 +335,4 @@ def _name_of(surface: str) -> Found | None:
     key = normalize(name)
     if not key or " " not in key:
         return None
-    return Found(key, name, "name", "name", WEIGHTS["name"])
+    return Found(key, name[:MAX_NAME_CHARS], "name", "name", WEIGHTS["name"])

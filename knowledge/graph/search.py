@@ -8,9 +8,9 @@ The graph leg is a spreading activation over entity-chunk links, one or two hops
    from each, its ``chunks_per_entity`` strongest mentions (chunks *about* it first),
    activation divided by the entity's chunk count to the power ``beta``.
 3. Hop 2 (``hops=2``): the same from the ``frontier`` best hop-1 chunks, damped by ``damping``.
-4. Each candidate's activation is multiplied by its cosine similarity to the query (when
-   there is a query vector), and the best ``candidates`` (seeds excluded) form the list
-   that joins Reciprocal Rank Fusion as a third leg.
+4. Each candidate's activation is multiplied by ``((1 + cos) / 2) ** similarity_power``,
+   its cosine similarity to the query mapped to 0..1, and the best ``candidates`` (seeds
+   excluded) form the list that joins Reciprocal Rank Fusion as a third leg, weighted ``weight``.
 
 One SQL statement; every table read is keyed by the tenant; the metadata filter applies to
 every chunk the expansion passes through. Work is bounded by the fan-out parameters,
@@ -45,18 +45,33 @@ class GraphParams:
     max_share: float = 0.05
     min_pruned: int = 20
     beta: float = 0.5
+    # From an entity to its chunks, a chunk *about* it (title, heading) counts fully; one that only
+    # mentions it counts this much (multi-hop questions cross from a name to the passage about it).
+    link_weight: float = 0.3
     named_weight: float = 1.0
+    # An entity that a relation ties to an entity the question names ("Hello Love ... by Hank Snow")
+    # gets this much activation per unit of relation weight: the likeliest next hop.
+    relation_weight: float = 1.0
     similarity_power: float = 1.0
     candidates: int = 30
     weight: float = 1.0  # the graph list's weight in the fusion
+    rank_k: int = 60  # RRF's k for the graph list: smaller trusts its first ranks more
+    # Candidates below this activation stay out of the list: a weak path (a common name, a long
+    # way round) says little, and a list of them would only reorder what hybrid search found.
+    min_activation: float = 0.0
+    # The graph list leaves out the hybrid top this many (the seeds always): it adds passages
+    # hybrid search ranked low or missed, and never reorders its first page.
+    protect: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("seeds", "entity_fanout", "chunks_per_entity", "frontier", "candidates", "min_pruned"):
+        for name in ("seeds", "entity_fanout", "chunks_per_entity", "frontier", "candidates", "min_pruned", "rank_k"):
             if not 1 <= getattr(self, name) <= 1000:
                 raise ValueError(f"graph {name} must be between 1 and 1000")
+        if not 0 <= self.protect <= 100 or not (math.isfinite(self.min_activation) and 0 <= self.min_activation <= 10):
+            raise ValueError("graph protect must be between 0 and 100, min_activation between 0 and 10")
         if self.hops not in (1, 2):
             raise ValueError("graph hops must be 1 or 2")
-        for name in ("damping", "max_share", "beta", "named_weight", "similarity_power", "weight"):
+        for name in ("damping", "max_share", "beta", "link_weight", "named_weight", "relation_weight", "similarity_power", "weight"):
             value = getattr(self, name)
             if not (math.isfinite(value) and 0 <= value <= 10):
                 raise ValueError(f"graph {name} must be between 0 and 10")
@@ -118,10 +133,22 @@ def similarity_sql(dimension: int | None, has_vector: bool) -> str:
             "THEN (SELECT sum(a * b) FROM unnest(c.embedding, %(vec)s::float8[]) AS t(a, b)) ELSE 0 END")
 
 
+def _to_chunks(entities: str) -> str:
+    """An entity's strongest chunks (the index's order), those about it counting fully."""
+    return f"""
+        SELECT m.chunk_id, CASE WHEN m.extractor IN ('title', 'heading') THEN m.weight ELSE m.weight * %(link_weight)s END AS weight
+        FROM knowledge_mention m
+        WHERE m.tenant_id = %(tenant)s AND m.entity_id = {entities}.id
+        ORDER BY m.weight DESC, m.chunk_id
+        LIMIT %(per_entity)s
+    """
+
+
 def graph_leg_sql(where: str, *, hops: int, dimension: int | None, has_vector: bool) -> str:
     """The graph leg as one statement (``where``: extra conditions on alias ``c``, named parameters)."""
     pruned = "e.chunk_count <= greatest(%(max_share)s * corpus.n, %(min_pruned)s)"
-    idf = "ln(1 + corpus.n / greatest(e.chunk_count, 1))"
+    # IDF scaled to 0..1 (1 for an entity of one chunk), so activation only decays along a path.
+    idf = "(ln(1 + corpus.n / greatest(e.chunk_count, 1)) / ln(1 + corpus.n))"
     hop2 = ""
     union2 = ""
     if hops == 2:
@@ -140,16 +167,11 @@ ent2 AS MATERIALIZED (
 ),
 hop2 AS (
     SELECT x.chunk_id AS id, ent2.via AS p1, ent2.id AS p2, ent2.act * x.weight / power(ent2.df, %(beta)s) AS act
-    FROM ent2 CROSS JOIN LATERAL (
-        SELECT m.chunk_id, m.weight FROM knowledge_mention m
-        WHERE m.tenant_id = %(tenant)s AND m.entity_id = ent2.id
-        ORDER BY m.weight DESC, m.chunk_id
-        LIMIT %(per_entity)s
-    ) x
+    FROM ent2 CROSS JOIN LATERAL ({_to_chunks("ent2")}) x
 )"""
         union2 = "UNION ALL SELECT id, p1, p2, act FROM hop2"
     return f"""WITH corpus AS MATERIALIZED (
-    SELECT greatest(coalesce(max(chunk_count), 0), 1)::float8 AS n FROM knowledge_corpusstat WHERE tenant_id = %(tenant)s
+    SELECT greatest(coalesce(max(chunk_count), 0), 2)::float8 AS n FROM knowledge_corpusstat WHERE tenant_id = %(tenant)s
 ),
 seed AS MATERIALIZED (
     SELECT c.id, s.w FROM unnest(%(seed_ids)s::text[], %(seed_w)s::float8[]) AS s(chunk_id, w)
@@ -162,6 +184,15 @@ ent1 AS MATERIALIZED (
         JOIN knowledge_mention m ON m.tenant_id = %(tenant)s AND m.chunk_id = s.id
         UNION ALL
         SELECT n.id, %(named_weight)s FROM unnest(%(named)s::bigint[]) AS n(id)
+        UNION ALL
+        SELECT rel.other, %(relation_weight)s * rel.weight FROM unnest(%(named)s::bigint[]) AS n(id)
+        CROSS JOIN LATERAL (
+            (SELECT r.object_id AS other, r.weight FROM knowledge_relation r
+             WHERE r.tenant_id = %(tenant)s AND r.subject_id = n.id ORDER BY r.weight DESC LIMIT %(per_entity)s)
+            UNION ALL
+            (SELECT r.subject_id, r.weight FROM knowledge_relation r
+             WHERE r.tenant_id = %(tenant)s AND r.object_id = n.id ORDER BY r.weight DESC LIMIT %(per_entity)s)
+        ) rel
     ) a
     JOIN knowledge_entity e ON e.id = a.entity_id AND e.tenant_id = %(tenant)s
     CROSS JOIN corpus
@@ -172,12 +203,7 @@ ent1 AS MATERIALIZED (
 ),
 hop1 AS MATERIALIZED (
     SELECT x.chunk_id AS id, ent1.id AS p1, NULL::bigint AS p2, ent1.act * x.weight / power(ent1.df, %(beta)s) AS act
-    FROM ent1 CROSS JOIN LATERAL (
-        SELECT m.chunk_id, m.weight FROM knowledge_mention m
-        WHERE m.tenant_id = %(tenant)s AND m.entity_id = ent1.id
-        ORDER BY m.weight DESC, m.chunk_id
-        LIMIT %(per_entity)s
-    ) x
+    FROM ent1 CROSS JOIN LATERAL ({_to_chunks("ent1")}) x
 ),
 frontier AS MATERIALIZED (
     SELECT h.id, sum(h.act) AS act, (array_agg(h.p1 ORDER BY h.act DESC, h.p1))[1] AS via
@@ -195,7 +221,8 @@ reached AS (
     GROUP BY id
 ),
 scored AS (
-    SELECT c.chunk_id, r.p1, r.p2, r.act * power(greatest({similarity_sql(dimension, has_vector)}, 0), %(sim_power)s) AS score
+    -- Cosine similarity mapped to 0..1, so a candidate the question hardly resembles still counts, less.
+    SELECT c.chunk_id, r.p1, r.p2, r.act * power(greatest((1 + ({similarity_sql(dimension, has_vector)})) / 2, 0), %(sim_power)s) AS score
     FROM reached r JOIN knowledge_chunk c ON c.id = r.id
     WHERE c.tenant_id = %(tenant)s {where}
 )
@@ -203,7 +230,7 @@ SELECT s.chunk_id, s.score, e1.name, e2.name, s.p1, s.p2
 FROM scored s
 JOIN knowledge_entity e1 ON e1.id = s.p1
 LEFT JOIN knowledge_entity e2 ON e2.id = s.p2
-WHERE s.score > 0
+WHERE s.score > %(min_activation)s AND NOT s.chunk_id = ANY(%(protected)s::text[])
 ORDER BY s.score DESC, s.chunk_id
 LIMIT %(candidates)s"""
 
@@ -220,10 +247,12 @@ def graph_leg(
     top = list(seeds)[: params.seeds]
     query: dict[str, Any] = {
         "tenant": tenant_id, "seed_ids": top, "seed_w": [1.0 / (i + 1) for i in range(len(top))],
-        "named": [row[0] for row in named], "named_weight": params.named_weight, "max_share": params.max_share,
+        "named": [row[0] for row in named], "named_weight": params.named_weight,
+        "relation_weight": params.relation_weight, "max_share": params.max_share,
         "min_pruned": params.min_pruned, "fanout": params.entity_fanout, "per_entity": params.chunks_per_entity,
-        "beta": params.beta, "frontier": params.frontier, "damping": params.damping, "sim_power": params.similarity_power,
-        "candidates": params.candidates, "model": model, **where_params,
+        "beta": params.beta, "link_weight": params.link_weight, "frontier": params.frontier, "damping": params.damping, "sim_power": params.similarity_power,
+        "candidates": params.candidates, "model": model, "min_activation": params.min_activation,
+        "protected": list(seeds)[: params.protect], **where_params,
     }
     if vector is not None:
         query.update(vec=list(vector), dim=len(vector), vec_text="[" + ",".join(map(repr, vector)) + "]")

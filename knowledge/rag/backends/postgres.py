@@ -504,7 +504,7 @@ class PostgresBackend:
         by_graph = {}
         for rank, candidate in enumerate(leg.candidates, start=1):
             if candidate.chunk_id in known or candidate.chunk_id in extra:
-                fused[candidate.chunk_id] = fused.get(candidate.chunk_id, 0.0) + self.graph.weight / (query.rrf_k + rank)
+                fused[candidate.chunk_id] = fused.get(candidate.chunk_id, 0.0) + self.graph.weight / (self.graph.rank_k + rank)
                 by_graph[candidate.chunk_id] = candidate
         ranked = sorted(fused, key=lambda cid: (-fused[cid], order.get(cid, len(order)), cid))
         hits: list[RAGHit] = []
