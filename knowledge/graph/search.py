@@ -52,6 +52,9 @@ class GraphParams:
     # An entity that a relation ties to an entity the question names ("Hello Love ... by Hank Snow")
     # gets this much activation per unit of relation weight: the likeliest next hop.
     relation_weight: float = 1.0
+    # From a chunk to its entities, the name it is *about* (its title, its headings) counts this much:
+    # it leads back to the chunk's own siblings, not to what it points at.
+    self_weight: float = 0.2
     similarity_power: float = 1.0
     candidates: int = 30
     weight: float = 1.0  # the graph list's weight in the fusion
@@ -71,7 +74,7 @@ class GraphParams:
             raise ValueError("graph protect must be between 0 and 100, min_activation between 0 and 10")
         if self.hops not in (1, 2):
             raise ValueError("graph hops must be 1 or 2")
-        for name in ("damping", "max_share", "beta", "link_weight", "named_weight", "relation_weight", "similarity_power", "weight"):
+        for name in ("damping", "max_share", "beta", "link_weight", "named_weight", "relation_weight", "self_weight", "similarity_power", "weight"):
             value = getattr(self, name)
             if not (math.isfinite(value) and 0 <= value <= 10):
                 raise ValueError(f"graph {name} must be between 0 and 10")
@@ -147,6 +150,7 @@ def _to_chunks(entities: str) -> str:
 def graph_leg_sql(where: str, *, hops: int, dimension: int | None, has_vector: bool) -> str:
     """The graph leg as one statement (``where``: extra conditions on alias ``c``, named parameters)."""
     pruned = "e.chunk_count <= greatest(%(max_share)s * corpus.n, %(min_pruned)s)"
+    out_weight = "(CASE WHEN m.extractor IN ('title', 'heading') THEN m.weight * %(self_weight)s ELSE m.weight END)"
     # IDF scaled to 0..1 (1 for an entity of one chunk), so activation only decays along a path.
     idf = "(ln(1 + corpus.n / greatest(e.chunk_count, 1)) / ln(1 + corpus.n))"
     hop2 = ""
@@ -154,8 +158,8 @@ def graph_leg_sql(where: str, *, hops: int, dimension: int | None, has_vector: b
     if hops == 2:
         hop2 = f""",
 ent2 AS MATERIALIZED (
-    SELECT e.id, e.chunk_count AS df, %(damping)s * sum(f.act * m.weight) * {idf} AS act,
-           (array_agg(f.via ORDER BY f.act * m.weight DESC, f.id))[1] AS via
+    SELECT e.id, e.chunk_count AS df, %(damping)s * sum(f.act * {out_weight}) * {idf} AS act,
+           (array_agg(f.via ORDER BY f.act * {out_weight} DESC, f.id))[1] AS via
     FROM frontier f
     JOIN knowledge_mention m ON m.tenant_id = %(tenant)s AND m.chunk_id = f.id
     JOIN knowledge_entity e ON e.id = m.entity_id
@@ -180,7 +184,7 @@ seed AS MATERIALIZED (
 ent1 AS MATERIALIZED (
     SELECT e.id, e.chunk_count AS df, sum(a.w) * {idf} AS act
     FROM (
-        SELECT m.entity_id, s.w * m.weight AS w FROM seed s
+        SELECT m.entity_id, s.w * {out_weight} AS w FROM seed s
         JOIN knowledge_mention m ON m.tenant_id = %(tenant)s AND m.chunk_id = s.id
         UNION ALL
         SELECT n.id, %(named_weight)s FROM unnest(%(named)s::bigint[]) AS n(id)
@@ -248,7 +252,7 @@ def graph_leg(
     query: dict[str, Any] = {
         "tenant": tenant_id, "seed_ids": top, "seed_w": [1.0 / (i + 1) for i in range(len(top))],
         "named": [row[0] for row in named], "named_weight": params.named_weight,
-        "relation_weight": params.relation_weight, "max_share": params.max_share,
+        "relation_weight": params.relation_weight, "self_weight": params.self_weight, "max_share": params.max_share,
         "min_pruned": params.min_pruned, "fanout": params.entity_fanout, "per_entity": params.chunks_per_entity,
         "beta": params.beta, "link_weight": params.link_weight, "frontier": params.frontier, "damping": params.damping, "sim_power": params.similarity_power,
         "candidates": params.candidates, "model": model, "min_activation": params.min_activation,

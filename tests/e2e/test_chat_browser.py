@@ -33,7 +33,7 @@ XSS_TEXT = (
     """The harbor beacon icon is <img src=x onerror="window.__xss='img';alert('img')"> in the beacon log. """
     "Harbor beacon help lives at [beacon help](javascript:window.__xss='link') for beacon operators."
 )
-INJECTED = "script:not([src]), img, iframe, object, embed, svg, [onerror], [onload], [onclick], [onmouseover], a[href^='javascript']"
+INJECTED = "script:not([src]), img, iframe, object, embed, svg:not(.graph-svg), [onerror], [onload], [onclick], [onmouseover], a[href^='javascript']"
 
 
 @pytest.fixture(scope="module")
