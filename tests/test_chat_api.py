@@ -150,9 +150,10 @@ def test_graph_search_true_adds_the_graph_leg_and_its_paths_false_removes_it(
     model_world: World, fake: FakeOpenAI, settings: Any
 ) -> None:
     from tests.conftest import backend_setting
+    from tests.test_graph import LOOSE
 
     index_multi_hop(model_world)
-    settings.QUARRY_RAG_BACKEND = backend_setting(graph={"seeds": 1, "protect": 1})
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph=LOOSE)
     settings.QUARRY_CHAT_RETRIEVAL_TOP_K = 4
     session_id = new_session(model_world, model_world.teammate)
     body = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=True).json()

@@ -98,6 +98,10 @@ ARTICLES = {
 }
 
 
+# The graph leg as small corpora need it: one seed, only it protected, every candidate counts.
+LOOSE = {"seeds": 1, "protect": 1, "min_activation": 0.0, "rank_k": 60}
+
+
 def doc(key: str, text: str | None = None, title: str | None = None) -> RAGDocument:
     default_title, default_text = ARTICLES[key]
     return RAGDocument(key, text or default_text, title=title if title is not None else default_title, metadata={"group": key})
@@ -228,7 +232,7 @@ def test_entities_mentions_relations_and_graph_reads_stay_in_their_tenant() -> N
     assert Entity.objects.get(tenant=acme, normalized="hank snow").chunk_count == 3
     assert Entity.objects.get(tenant=globex, normalized="hank snow").chunk_count == 1
 
-    svc = service(namespace="globex", graph={"seeds": 1})
+    svc = service(namespace="globex", graph=LOOSE)
     result = run(svc.graph_search, "Where did Hank Snow live, Tennessee?", limit=10)
     assert {h.chunk.document_id for h in result.hits} == {"snow"} and all(h.chunk.namespace == "globex" for h in result.hits)
     triplets = run(svc.graph_triplets, "Hank Snow Tennessee RCA Victor", limit=10)
@@ -252,7 +256,7 @@ def filler(n: int) -> RAGDocument:
 @pytest.mark.django_db(databases=["default", "stock"])
 def test_the_graph_leg_reaches_the_passage_a_top_hit_names_and_says_through_what(using: str) -> None:
     Tenant.objects.db_manager(using).create(slug="acme")
-    svc = service(using, graph={"seeds": 1})
+    svc = service(using, graph=LOOSE)
     run(svc.ingest, [doc(key) for key in ARTICLES] + [filler(n) for n in range(12)])
     question = "What was the hometown of the singer of Hello Love?"  # the second hop shares no word with it
     assert all(h.graph_path is None and h.graph_score is None for h in run(svc.search, question, limit=3))
@@ -273,7 +277,7 @@ def test_the_graph_leg_reaches_the_passage_a_top_hit_names_and_says_through_what
 @pytest.mark.django_db
 def test_entities_in_too_many_chunks_are_pruned_from_expansion() -> None:
     make_tenant("acme")
-    svc = service(graph={"seeds": 1, "min_pruned": 3, "max_share": 0.2})
+    svc = service(graph={**LOOSE, "min_pruned": 3, "max_share": 0.2})
     everywhere = [RAGDocument(f"memo-{n}", f"Memo {n}: Acme Corp ships gravel on Monday.", title=f"Memo {n}") for n in range(10)]
     run(svc.ingest, [*everywhere, doc("hello"), doc("snow"), RAGDocument("acme", "Acme Corp sells gravel.", title="Acme Corp")])
     result = run(svc.graph_search, "Hello Love by Acme Corp", limit=10)

@@ -108,9 +108,9 @@ def test_fetch_bounds_are_400(indexed: World, body: dict[str, object], field: st
 def linked(world: World, settings: object) -> World:
     """acme holds passages that name each other; the graph leg may add passages below the first hit."""
     from tests.conftest import backend_setting
-    from tests.test_graph import ARTICLES, doc, filler
+    from tests.test_graph import ARTICLES, LOOSE, doc, filler
 
-    settings.QUARRY_RAG_BACKEND = backend_setting(graph={"seeds": 1, "protect": 1})  # type: ignore[attr-defined]
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph=LOOSE)  # type: ignore[attr-defined]
     async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([doc(k) for k in ARTICLES] + [filler(n) for n in range(6)])
     async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)(
         [rag.RAGDocument("snow", "Hank Snow is Globex's code name for Project Tundra.", title="Hank Snow")]

@@ -95,7 +95,7 @@ class PostgresBackend:
         postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = q.BM25_K1, b: float = q.BM25_B,
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | str | None = None,
         graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None,
-        on_graph_indexed: Callable[[str], None] | str | None = None,
+        on_graph_indexed: Callable[[str], None] | str | None = None, extract_graph: bool = True,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog. ``on_backlog(namespace)``
         is called inside the transaction that left chunks un-indexed (schedule the indexer there,
@@ -106,12 +106,14 @@ class PostgresBackend:
         ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``graph_llm_model``:
         the LLM extractor's model id, whose cached triples extraction merges in (None: offline only);
         ``on_graph_indexed(namespace)`` is called in every transaction that extracted chunks (the
-        LLM pass is scheduled there)."""
+        LLM pass is scheduled there). ``extract_graph=False``: chunks get no graph (removals still
+        take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it."""
         if inline_index_max_chunks < 0:
             raise ValueError("inline_index_max_chunks must be 0 or more")
         self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
         self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
         self.on_graph_indexed = on_graph_indexed
+        self.extract_graph = extract_graph
         self.using = using
         self.inline_index_max_chunks = inline_index_max_chunks
         self.on_backlog = on_backlog
@@ -172,7 +174,7 @@ class PostgresBackend:
             # Last: the graph lock comes after every row lock this transaction takes (see knowledge.graph.store).
             graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
             graph.remove(old_chunks)
-            if inline:
+            if inline and self.extract_graph:
                 cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS} ORDER BY c.id", [tenant_id, pks])
                 graph.index([row[0] for row in cursor.fetchall()])
                 self._graph_indexed(namespace)
@@ -375,10 +377,11 @@ class PostgresBackend:
             if ids:
                 self._post(cursor, tenant_id, "c.id = ANY(%s)", [ids])  # ids of this tenant's, just locked
                 cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE id = ANY(%s)", [ids])
-                graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
-                graph.index(ids)
-                graph.finish()
-                self._graph_indexed(namespace)
+                if self.extract_graph:
+                    graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
+                    graph.index(ids)
+                    graph.finish()
+                    self._graph_indexed(namespace)
         return len(ids)
 
     async def delete(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
