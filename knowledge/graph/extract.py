@@ -43,6 +43,10 @@ CO_OCCURRENCE_WEIGHT = 0.25  # per sentence naming both, at most 1
 MAX_ENTITIES_PER_SENTENCE = 8  # pairs grow quadratically: a list sentence names dozens
 MAX_NAME_CHARS = 300
 MAX_NAME_TOKENS = 12
+# Only names of up to this many words are looked for in other chunks (and in queries): a longer
+# title ("Exposure to air pollution and the risk of ...") is a sentence that no other passage
+# repeats, and leaving such names out keeps the gazetteer, and its upkeep, small.
+MAX_REFERENCE_TOKENS = 6
 
 # PostgreSQL's English stop words (the tsvector configuration's): a name made only of these has
 # no lexeme to search for, so it never enters the gazetteer.
@@ -203,7 +207,7 @@ class Gazetteer:
     """
 
     def __init__(self, names: Mapping[str, tuple[str, str]]) -> None:
-        self.names = dict(names)
+        self.names = {k: v for k, v in names.items() if referable(k)}
         self._automaton = ahocorasick.Automaton()
         for key in self.names:
             self._automaton.add_word(f" {key} ", key)
@@ -224,6 +228,11 @@ class Gazetteer:
 
 
 EMPTY_GAZETTEER = Gazetteer({})
+
+
+def referable(key: str) -> bool:
+    """Whether other chunks are searched for this name (``MAX_REFERENCE_TOKENS`` words at most)."""
+    return key.count(" ") < MAX_REFERENCE_TOKENS
 
 
 def own_names(title: str | None, text: str) -> dict[str, Found]:

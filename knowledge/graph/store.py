@@ -29,11 +29,13 @@ from knowledge.graph.extract import (
     DEFINING,
     EMPTY_GAZETTEER,
     EXTRACTOR_RANK,
+    MAX_REFERENCE_TOKENS,
     ChunkGraph,
     Found,
     Gazetteer,
     extract,
     own_names,
+    referable,
 )
 from knowledge.graph.llm import LlmSpec, apply_triples
 
@@ -96,7 +98,9 @@ class GraphWriter:
                 _gazetteers.move_to_end(key)
                 return cached[1]
         self.cursor.execute(
-            "SELECT normalized, name, type FROM knowledge_entity WHERE tenant_id = %s AND defined_count > 0", [self.tenant_id]
+            "SELECT normalized, name, type FROM knowledge_entity WHERE tenant_id = %s AND defined_count > 0 "
+            "AND array_length(string_to_array(normalized, ' '), 1) <= %s",
+            [self.tenant_id, MAX_REFERENCE_TOKENS],
         )
         gazetteer = Gazetteer({key: (name, kind) for key, name, kind in self.cursor.fetchall()})
         with _cache_lock:
@@ -242,7 +246,8 @@ class GraphWriter:
     def finish(self) -> None:
         """Settle the gazetteer: re-extract other chunks that name a newly defined or undefined
         name, bump the version if the set of names changed, drop entities nothing mentions."""
-        changed = {k: d for k, d in self.defined.items() if d.before != d.now}
+        # Only names the gazetteer holds matter to other chunks (and to the cached matchers).
+        changed = {k: d for k, d in self.defined.items() if d.before != d.now and referable(k)}
         if changed:
             self.cursor.execute(
                 "INSERT INTO knowledge_graphstat (tenant_id, gazetteer_version) VALUES (%s, 1) "
@@ -282,12 +287,15 @@ class GraphWriter:
         text spelling a name with accents that neither form has is missed until ``rebuild``.
         """
         forms = sorted({form for key, d in names.items() for form in (key, d.name) if form})
+        # One index scan for all of them: the names' word sets OR-ed into one tsquery.
         self.cursor.execute(
             """
-            SELECT DISTINCT c.id FROM unnest(%s::text[]) AS n(form)
-            CROSS JOIN LATERAL plainto_tsquery('english', n.form) AS q
-            JOIN knowledge_chunk c ON c.tenant_id = %s AND c.indexed AND c.search_vector @@ q
-            WHERE numnode(q) > 0
+            WITH q AS (
+                SELECT string_agg('(' || x.q::text || ')', ' | ')::tsquery AS q
+                FROM (SELECT DISTINCT plainto_tsquery('english', f) AS q FROM unnest(%s::text[]) AS f) x
+                WHERE numnode(x.q) > 0
+            )
+            SELECT c.id FROM q JOIN knowledge_chunk c ON c.tenant_id = %s AND c.indexed AND c.search_vector @@ q.q
             ORDER BY c.id
             """,
             [forms, self.tenant_id],
