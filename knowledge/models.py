@@ -318,12 +318,9 @@ class Entity(models.Model):
             # The key of every upsert, and the lookup of the names a query contains.
             models.UniqueConstraint(fields=["tenant", "normalized"], name="entity_tenant_normalized_unique"),
         ]
-        indexes = [
-            # The gazetteer: a tenant's defined names, loaded when it changes.
-            models.Index(fields=["tenant", "id"], condition=Q(defined_count__gt=0), name="entity_gazetteer"),
-            # The entity browser: a tenant's entities, most mentioned first.
-            models.Index(fields=["tenant", "-chunk_count", "id"], name="entity_tenant_count"),
-        ]
+        # No index on the counts: every extraction changes them, and an index on them would
+        # cost each of those updates an index entry (and PostgreSQL its in-place HOT update).
+        # The gazetteer load and the entity browser read a tenant's rows through the unique key.
 
     def __str__(self) -> str:
         return self.name

@@ -40,7 +40,7 @@ TYPE_OF: dict[str, str] = {"title": "document", "heading": "heading", "name": "n
 CO_OCCURS = "co-occurs with"
 ABBREVIATES = "abbreviation of"
 CO_OCCURRENCE_WEIGHT = 0.25  # per sentence naming both, at most 1
-MAX_ENTITIES_PER_SENTENCE = 8  # pairs grow quadratically: a list sentence names dozens
+MAX_ENTITIES_PER_SENTENCE = 6  # pairs grow quadratically: a list sentence names dozens
 MAX_NAME_CHARS = 300
 MAX_NAME_TOKENS = 12
 # Only names of up to this many words are looked for in other chunks (and in queries): a longer
@@ -93,12 +93,24 @@ _NAME = re.compile(rf"(?<![\w'’.\-]){_CAP_WORD}(?:[ \t]+(?:(?:{_CONNECTORS})[ 
 _ACRONYM = re.compile(rf"(?<![\w.])(?:[{_UP}][{_UP}0-9]{{1,7}}s?|(?:[{_UP}]\.){{2,4}})(?![\w])")
 _DEFINITION = re.compile(rf"({_CAP_WORD}(?:[ \t]+(?:(?:{_CONNECTORS})[ \t]+){{0,2}}{_CAP_WORD})+)[ \t]*\(([{_UP}][{_UP}0-9&.]{{1,9}})\)")
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-# Sentence ends: ., ! or ? then space, except after an initial ("G. Stanley Hall") or a common
-# abbreviation; blank lines and line breaks before headings or list items end one too.
-_SENTENCE_END = re.compile(
-    r"(?<=[.!?])(?<!\s[A-Z]\.)(?<!^[A-Z]\.)(?<!Mr\.)(?<!Ms\.)(?<!Dr\.)(?<!St\.)(?<!Mt\.)(?<!vs\.)\s+(?=[^\sa-z])"
-    r"|\n[ \t]*\n\s*|\n(?=[ \t]*(?:#|[-*•]\s|\d+[.)]\s))"
-)
+# Sentence ends: ., ! or ? then space and no lower-case letter; blank lines; line breaks before
+# headings or list items. ``_NOT_AN_END`` then drops the ends after an initial ("G. Stanley Hall")
+# or a common abbreviation (a plain search plus a check per end is several times faster than
+# lookbehinds tried at every character).
+_SENTENCE_END = re.compile(r"[.!?]\s+(?=[^\sa-z])|\n[ \t]*\n\s*|\n(?=[ \t]*(?:#|[-*•]\s|\d+[.)]\s))")
+_NOT_AN_END = re.compile(r"(?:^|[\s(])(?:[A-Z]|Mr|Ms|Mrs|Dr|St|Mt|vs|No|Jr|Sr)\.$")
+
+
+def sentence_starts(text: str) -> list[int]:
+    """Where each sentence of ``text`` starts (the first is 0)."""
+    starts = [0]
+    for match in _SENTENCE_END.finditer(text):
+        if text[match.start()] == "." and _NOT_AN_END.search(text, max(0, match.start() - 4), match.start() + 1):
+            continue
+        starts.append(match.end())
+    return starts
+
+
 _TOKEN = re.compile(r"[^\W_]+")
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
 
@@ -148,7 +160,9 @@ def display_name(name: str) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCE_END.split(text) if s and not s.isspace()]
+    starts = sentence_starts(text)
+    pieces = [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
+    return [p for p in pieces if p and not p.isspace()]
 
 
 def headings(text: str) -> list[str]:
@@ -246,18 +260,20 @@ def own_names(title: str | None, text: str) -> dict[str, Found]:
 
 
 def extract(
-    text: str, *, title: str | None, gazetteers: Iterable[Gazetteer] = (), excluded: frozenset[str] | set[str] = frozenset()
+    text: str, *, title: str | None, gazetteers: Iterable[Gazetteer] = (), excluded: frozenset[str] | set[str] = frozenset(),
+    own: Mapping[str, Found] | None = None,
 ) -> ChunkGraph:
     """The mentions and relations of one chunk.
 
     ``gazetteers``: the names defined anywhere in the tenant (references to them are found);
-    ``excluded``: gazetteer keys that no longer count (names whose last definition is going away).
+    ``excluded``: gazetteer keys that no longer count (names whose last definition is going away);
+    ``own``: ``own_names(title, text)`` when the caller has it already.
     Each pattern runs once over the whole text; a match belongs to the sentence it starts in.
     """
     graph = ChunkGraph()
-    for found in own_names(title, text).values():
+    for found in (own_names(title, text) if own is None else own).values():
         graph.add(found)
-    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
+    starts = sentence_starts(text)
     by_sentence: dict[int, list[str]] = {}
 
     def seen(offset: int, key: str) -> None:

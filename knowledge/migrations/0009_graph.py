@@ -82,14 +82,6 @@ class Migration(migrations.Migration):
                 ('tenant', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.tenant')),
             ],
         ),
-        migrations.AddIndex(
-            model_name='entity',
-            index=models.Index(condition=models.Q(('defined_count__gt', 0)), fields=['tenant', 'id'], name='entity_gazetteer'),
-        ),
-        migrations.AddIndex(
-            model_name='entity',
-            index=models.Index(fields=['tenant', '-chunk_count', 'id'], name='entity_tenant_count'),
-        ),
         migrations.AddConstraint(
             model_name='entity',
             constraint=models.UniqueConstraint(fields=('tenant', 'normalized'), name='entity_tenant_normalized_unique'),
