@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
 from django_q.models import OrmQ
 
 from knowledge import rag
