@@ -490,8 +490,11 @@ class PostgresBackend:
         tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
         if tenant_id is None:
             return GraphSearchResult([], GraphLeg())
-        # The hybrid list as deep as each leg goes, unfiltered by score: fusion decides the page.
-        hybrid = self._search(dataclasses.replace(query, graph=False, limit=min(max(self.hybrid_depth, query.limit), 100), min_score=None))
+        # The hybrid list twice as deep as the page (and the protected top), unfiltered by score: fusion
+        # decides the page. Deeper hybrid ranks add little to a graph candidate's fused score (the graph
+        # list's first ranks weigh far more, rank_k 5), and returning them costs a row of text each.
+        depth = min(100, 2 * max(query.limit, self.graph.protect, self.graph.seeds))
+        hybrid = self._search(dataclasses.replace(query, graph=False, limit=depth, min_score=None))
         where, params = self._where(query)
         dimension = self._dimension(query)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
