@@ -15,7 +15,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
+# ../shared beside a clone, or beside the folder of worktrees.
+SCIFACT = next((p for p in (ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl",
+                            ROOT.parent.parent / "shared" / "data" / "scifact" / "corpus.jsonl") if p.exists()),
+               ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl")
 
 
 def setup_django() -> None:

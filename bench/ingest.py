@@ -6,7 +6,11 @@ is the rate at which chunks are stored and searchable (exactly, as the backlog);
 the second is the rate at which the indexer then gives them postings and HNSW
 entries, as the workers would, and the third is both together.
 
-    .venv/bin/python bench/ingest.py [--chunks 100000] [--local-docs 300]
+    .venv/bin/python bench/ingest.py [--chunks 100000] [--local-docs 300] [--graph-chunks 20000]
+
+The ``graph`` figure is the knowledge graph's cost in the indexer: the same titled documents
+(titles are real SciFact titles, so chunks name each other's now and then) indexed by a backend
+that extracts the graph and by one that does not, the indexer's seconds per chunk compared.
 
 Runs against the configured database (the embedded one unless DATABASE_URL is set),
 in a throwaway tenant that is deleted afterwards.
@@ -65,6 +69,8 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=1000, help="documents per ingest call")
     parser.add_argument("--local-docs", type=int, default=300)
+    parser.add_argument("--graph-chunks", type=int, default=20_000, help="0: skip the graph figure")
+    parser.add_argument("--skip-throughput", action="store_true", help="only the graph figure")
     args = parser.parse_args()
     setup_django()
     from asgiref.sync import async_to_sync
@@ -74,6 +80,11 @@ def main() -> None:
     from knowledge.services.indexing import backlog_index
 
     result: dict[str, object] = {"benchmark": "ingest", "database": connection.settings_dict["HOST"] or "localhost"}
+    if args.graph_chunks:
+        result["graph"] = graph_cost(args.graph_chunks, args.batch)
+    if args.skip_throughput:
+        emit(result)
+        return
     texts = passages(args.chunks, words_per=150, seed=1)  # ~1,000 characters: one chunk per document
     with bench_tenant("bench-ingest") as tenant:
         service = rag.postgres(TrivialEmbedder(), namespace=tenant.slug)  # type: ignore[attr-defined]
@@ -116,6 +127,49 @@ def main() -> None:
             "pipeline_overhead_percent": round(100 * (total - embedder.seconds) / embedder.seconds, 2),
         }
     emit(result)
+
+
+def graph_cost(count: int, batch: int) -> dict[str, object]:
+    """The indexer's seconds per chunk with and without graph extraction, on the same titled documents."""
+    import json
+
+    from asgiref.sync import async_to_sync
+
+    from knowledge import rag
+    from knowledge.models import Entity, Mention
+    from knowledge.rag.backends.postgres import PostgresBackend
+    from _common import SCIFACT
+
+    titles = [json.loads(line).get("title") or "Untitled" for line in SCIFACT.open(encoding="utf-8")] if SCIFACT.exists() else ["Untitled"]
+    texts = passages(count, words_per=150, seed=3)
+    figures: dict[str, object] = {"chunks": count}
+    # Two tenants with the same documents, indexed in alternating batches so both see the same machine load.
+    with bench_tenant("bench-graph-without") as plain, bench_tenant("bench-graph-with") as graphed:
+        backends = {"without_graph": PostgresBackend(inline_index_max_chunks=0, extract_graph=False),
+                    "with_graph": PostgresBackend(inline_index_max_chunks=0, extract_graph=True)}
+        tenants = {"without_graph": plain, "with_graph": graphed}
+        for label, backend in backends.items():
+            service = rag.service(backend, TrivialEmbedder(), namespace=tenants[label].slug)  # type: ignore[attr-defined]
+            for start in range(0, count, batch):
+                docs = [rag.RAGDocument(f"doc-{i}", texts[i], title=titles[i % len(titles)]) for i in range(start, min(start + batch, count))]
+                async_to_sync(service.ingest)(docs)
+        seconds = dict.fromkeys(backends, 0.0)
+        pending = set(backends)
+        while pending:
+            for label in sorted(pending):
+                started = time.perf_counter()
+                done = backends[label].index_backlog(tenants[label].slug, limit=500)  # type: ignore[attr-defined]
+                seconds[label] += time.perf_counter() - started
+                if not done:
+                    pending.discard(label)
+        for label, value in seconds.items():
+            figures[f"index_seconds_{label}"] = round(value, 2)
+            figures[f"index_ms_per_chunk_{label}"] = round(1000 * value / count, 3)
+        figures["entities"] = Entity.objects.filter(tenant=graphed).count()
+        figures["mentions"] = Mention.objects.filter(tenant=graphed).count()
+    base = figures["index_seconds_without_graph"]
+    figures["graph_overhead_percent"] = round(100 * (figures["index_seconds_with_graph"] - base) / base, 1)  # type: ignore[operator]
+    return figures
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Search latency per mode at N chunks, beside in-process references, as JSON.
 
-    .venv/bin/python bench/search_latency.py [--sizes 10000,100000] [--queries 200]
+    .venv/bin/python bench/search_latency.py [--sizes 10000,100000] [--queries 200] [--graph]
 
 Chunks are windows of real scientific text (SciFact) so term statistics are
 natural. Vectors are *perturbed real embeddings*: SciFact's 5,183 document
@@ -10,7 +10,9 @@ any ANN recall figure meaningless. Query vectors are real embeddings of short
 queries. Query embedding is excluded from every timing. References, timed on
 the same queries in the same run: bm25s (keyword), NumPy exact dot product
 (semantic), both plus RRF (hybrid). ``semantic_recall@10`` compares the
-database's semantic top 10 with NumPy's exact top 10.
+database's semantic top 10 with NumPy's exact top 10. ``--graph`` also times hybrid search
+with the knowledge graph's leg (the graph the indexer extracted from the same chunks) and
+reports its p95 over plain hybrid's.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def _exact_top(vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
 
 
 def _timed_searches(
-    backend: object, namespace: str, mode: object, texts: Sequence[str], vectors: np.ndarray, limit: int
+    backend: object, namespace: str, mode: object, texts: Sequence[str], vectors: np.ndarray, limit: int, graph: bool = False
 ) -> tuple[list[float], list[list[str]]]:
     """Each query once, straight on the backend (no query embedding): milliseconds and result ids."""
     from asgiref.sync import async_to_sync
@@ -81,7 +83,8 @@ def _timed_searches(
     times, pages = [], []
     for qi, text in enumerate(texts):
         query = rag.RAGQuery(text, namespace, mode=mode, limit=limit,  # type: ignore[arg-type]
-                             vector=None if mode is rag.SearchMode.KEYWORD else tuple(vectors[qi]), embedding_model=TableEmbedder.model_id)
+                             vector=None if mode is rag.SearchMode.KEYWORD else tuple(vectors[qi]), embedding_model=TableEmbedder.model_id,
+                             graph=graph)
         started = time.perf_counter()
         hits = async_to_sync(backend.search)(query)  # type: ignore[attr-defined]
         times.append((time.perf_counter() - started) * 1000)
@@ -97,6 +100,7 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.02, help="per-dimension sigma of the perturbation")
     parser.add_argument("--ef-search", default="", help="extra HNSW ef_search values to report semantic recall@10 and latency for")
     parser.add_argument("--backlog", type=int, default=0, help="then store this many more chunks un-indexed and measure again")
+    parser.add_argument("--graph", action="store_true", help="also time hybrid search with the graph leg")
     args = parser.parse_args()
     setup_django()
     import bm25s
@@ -142,6 +146,16 @@ def main() -> None:
                 if mode is rag.SearchMode.SEMANTIC:
                     db_semantic = pages
                 figures[mode.value] = summary(times)
+            if args.graph:
+                # Interleaved, query by query, so both see the same machine load.
+                plain_times, graph_times = [], []
+                for qi, text in enumerate(query_texts):
+                    for graph, bucket in ((False, plain_times), (True, graph_times)):
+                        bucket += _timed_searches(backend, tenant.slug, rag.SearchMode.HYBRID, [text], query_vectors[qi:qi + 1],  # type: ignore[attr-defined]
+                                                  args.limit, graph=graph)[0]
+                figures["hybrid_interleaved"] = summary(plain_times)
+                figures["hybrid+graph"] = summary(graph_times)
+                figures["graph_p95_over_hybrid"] = round(figures["hybrid+graph"]["p95_ms"] / max(figures["hybrid_interleaved"]["p95_ms"], 1e-3), 2)  # type: ignore[index]
 
             # References over the same data, in process.
             retriever = bm25s.BM25()

@@ -38,13 +38,22 @@ AGENT_ERRORS: dict[str, str] = {
     **ERRORS,
     "model_unavailable": "The chat model is unreachable. Try again shortly, or resume the run.",
 }
-GRAPH_NOT_BUILT = "No knowledge graph exists yet: graph search adds nothing, and answers come from hybrid search alone."
+# What the graph_search diagnostic says (chat) and what the graph tools answer when they cannot help (agent).
+GRAPH_NOT_BUILT = (
+    "This knowledge base has no graph yet (no entities were extracted from its documents): "
+    "graph search adds nothing, and answers come from hybrid search alone."
+)
+GRAPH_UNAVAILABLE = "Graph search joins hybrid search, which needs an embedding model: answers come from keyword search alone."
+GRAPH_NOT_KEPT = "This knowledge base keeps no graph: answers come from hybrid search alone."
+GRAPH_USED = "Graph search ranked {found} passages through the entities of the question and its top passages; {used} of the passages used came through it."
+GRAPH_NO_ENTITY = "No entity of the knowledge graph is called {name!r}. Try a name as the passages write it, or graph_triplet_search."
 
 
 class Citation(TypedDict):
     document_id: str
     chunk_id: str
     score: float
+    graph_path: NotRequired[Annotated[list[str], Help("Graph search found this passage through these entities, in order.")]]
 
 
 class Usage(TypedDict):
@@ -53,10 +62,24 @@ class Usage(TypedDict):
     total_tokens: int
 
 
+class GraphNodeData(TypedDict):
+    name: str
+    type: str
+
+
+class GraphRelationData(TypedDict):
+    subject: str
+    predicate: str
+    object: str
+    chunk_id: str
+
+
 class GraphSearchDiagnostics(TypedDict):
     requested: bool
-    used: bool
+    used: Annotated[bool, Help("Whether the graph leg ran (false: no graph, or no embedding model).")]
     detail: str
+    graph_nodes: NotRequired[Annotated[list[GraphNodeData], Help("Entities on the paths that found passages (at most 20).")]]
+    graph_relations: NotRequired[Annotated[list[GraphRelationData], Help("Relations among those entities, with the chunk stating each (at most 20).")]]
 
 
 class Message(TypedDict):

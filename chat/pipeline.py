@@ -26,6 +26,9 @@ from django.db import DatabaseError
 from chat.events import (
     ERRORS,
     GRAPH_NOT_BUILT,
+    GRAPH_NOT_KEPT,
+    GRAPH_UNAVAILABLE,
+    GRAPH_USED,
     ChatEvent,
     ChatResponse,
     Citation,
@@ -61,31 +64,61 @@ def _error(code: str) -> ErrorEvent:
     return {"event": "error", "data": {"error": code, "detail": ERRORS[code]}}
 
 
-async def retrieve(*, tenant: Any, prompt: str) -> list[rag.RAGHit]:
-    """The tenant's chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``.
+async def retrieve(*, tenant: Any, prompt: str, graph: bool = False) -> tuple[list[rag.RAGHit], GraphSearchDiagnostics | None]:
+    """The tenant's chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``,
+    and the graph diagnostic when ``graph`` was asked for (None otherwise).
 
     Hybrid search when an embedder is configured (keyword search when it is not,
-    or when it fails). A semantic-only hit counts as relevant only when its
-    cosine similarity reaches ``QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY``; semantic
-    search always returns *something*, and unrelated passages make worse answers.
+    or when it fails), with the knowledge graph's leg fused in when ``graph``. A
+    semantic-only hit counts as relevant only when its cosine similarity reaches
+    ``QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY``; semantic search always returns
+    *something*, and unrelated passages make worse answers. A passage the graph
+    found counts: the entities on its path connect it to the question.
     """
     service = rag.tenant_service(tenant.slug)
     limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
     mode = rag.SearchMode.HYBRID if service.embedder is not None else rag.SearchMode.KEYWORD
+    result: rag.GraphSearchResult | None = None
     try:
         try:
-            hits = await service.search(prompt, mode=mode, limit=limit)
+            if graph and mode is rag.SearchMode.HYBRID and service.has_graph:
+                result = await service.graph_search(prompt, limit=limit)
+                hits = result.hits
+            else:
+                hits = await service.search(prompt, mode=mode, limit=limit)
         except rag.EmbedderError as exc:
             logger.warning("chat retrieval: the embedder failed (%s); answering from keyword search", type(exc).__name__)
-            hits = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit)
+            hits, result = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit), None
     except (rag.RAGError, DatabaseError, OSError) as exc:
         raise RetrievalFailed(type(exc).__name__) from exc
     floor = settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY
-    return [h for h in hits if h.keyword_score is not None or (h.semantic_similarity or 0.0) >= floor]
+    kept = [h for h in hits if h.keyword_score is not None or h.graph_path or (h.semantic_similarity or 0.0) >= floor]
+    if not graph:
+        return kept, None
+    if result is None:
+        return kept, {"requested": True, "used": False, "detail": GRAPH_NOT_KEPT if not service.has_graph else GRAPH_UNAVAILABLE}
+    return kept, graph_diagnostic(result, kept)
+
+
+def graph_diagnostic(result: rag.GraphSearchResult, used: list[rag.RAGHit]) -> GraphSearchDiagnostics:
+    """What the graph leg did, for the ``graph_search`` field of the citations and the response."""
+    leg = result.leg
+    if not leg.entities:
+        return {"requested": True, "used": False, "detail": GRAPH_NOT_BUILT}
+    return {
+        "requested": True, "used": True,
+        "detail": GRAPH_USED.format(found=len(leg.candidates), used=sum(1 for h in used if h.graph_path)),
+        "graph_nodes": [{"name": n.name, "type": n.type} for n in leg.nodes],
+        "graph_relations": [{"subject": r.subject, "predicate": r.predicate, "object": r.object, "chunk_id": r.chunk_id}
+                            for r in leg.relations],
+    }
 
 
 def citation_of(hit: rag.RAGHit) -> Citation:
-    return {"document_id": hit.chunk.document_id, "chunk_id": hit.chunk.chunk_id, "score": hit.score}
+    citation: Citation = {"document_id": hit.chunk.document_id, "chunk_id": hit.chunk.chunk_id, "score": hit.score}
+    if hit.graph_path:
+        citation["graph_path"] = list(hit.graph_path)
+    return citation
 
 
 async def answer_stream(
@@ -106,16 +139,14 @@ async def answer_stream(
     started = time.monotonic()
     # The views load the session with its tenant; anything else pays one query.
     tenant = session.tenant if ChatSession.tenant.is_cached(session) else await sync_to_async(lambda: session.tenant)()
+    wants_graph = settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search
     try:
-        hits = await retrieve(tenant=tenant, prompt=prompt)
+        hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph))
     except RetrievalFailed as exc:
         logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
         yield _error("retrieval_unavailable")
         return
     citations = [citation_of(hit) for hit in hits]
-    graph: GraphSearchDiagnostics | None = None
-    if settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search:
-        graph = {"requested": True, "used": False, "detail": GRAPH_NOT_BUILT}
     citations_data: CitationsData = {"session_id": session.public_id, "citations": citations}
     if graph is not None:
         citations_data["graph_search"] = graph

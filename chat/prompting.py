@@ -4,7 +4,8 @@ Templates live in ``chat/prompts/<name>.md`` and are chosen by name from
 ``TEMPLATES``, never by path. A template is the system message; its
 ``{{passages}}`` placeholder becomes the retrieved chunks, numbered in
 retrieval order as ``<passage n="1" ...>`` blocks (the numbers are the citation
-markers). Then come the remembered turns, oldest first, then the question.
+markers); a passage the knowledge graph found says through which entities
+(``via="Hank Snow > Tennessee"``). Then come the remembered turns, oldest first, then the question.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def render_passages(hits: Sequence[rag.RAGHit]) -> str:
     for number, hit in enumerate(hits, start=1):
         chunk = hit.chunk
         title = f' title="{_attribute(chunk.title)}"' if chunk.title else ""
+        via = f' via="{_attribute(" > ".join(hit.graph_path))}"' if hit.graph_path else ""
         text = _PASSAGE_TAG.sub("&lt;", chunk.text)
-        blocks.append(f'<passage n="{number}" document="{_attribute(chunk.document_id)}"{title}>\n{text}\n</passage>')
+        blocks.append(f'<passage n="{number}" document="{_attribute(chunk.document_id)}"{title}{via}>\n{text}\n</passage>')
     return "\n\n".join(blocks)
 
 

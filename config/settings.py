@@ -267,12 +267,28 @@ else:
 # Ingestions of more chunks than this store them at once and leave postings and HNSW
 # entries to the background indexer (search scores the backlog exactly meanwhile).
 QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)
+# The knowledge graph's optional LLM extractor: a logical model of the chat catalog
+# (config/models.yaml), e.g. "chat"; empty keeps extraction offline. Its answers are cached
+# per chunk text; QUARRY_GRAPH_LLM_TOKEN_BUDGET bounds the tokens it spends per tenant a month.
+QUARRY_GRAPH_LLM_MODEL = (env_str("QUARRY_GRAPH_LLM_MODEL") or "").strip()
+QUARRY_GRAPH_LLM_TOKEN_BUDGET = env_int("QUARRY_GRAPH_LLM_TOKEN_BUDGET", 1_000_000, minimum=0)
+QUARRY_GRAPH_EXTRACTOR: dict[str, object] | None = (
+    {"CLASS": "chat.llm.extraction.CatalogCompleter", "OPTIONS": {"model": QUARRY_GRAPH_LLM_MODEL}} if QUARRY_GRAPH_LLM_MODEL else None
+)
 QUARRY_RAG_BACKEND: dict[str, object] = {
     "CLASS": "knowledge.rag.backends.postgres.PostgresBackend",
     "OPTIONS": {
         "inline_index_max_chunks": QUARRY_INDEX_INLINE_MAX_CHUNKS,
         # Called inside the transaction that left chunks un-indexed: queues the indexer on commit.
         "on_backlog": "knowledge.services.indexing.enqueue",
+        # The graph leg's parameters (knowledge.graph.search.GraphParams) are its defaults unless given here.
+        "graph": {},
+        **({
+            # The LLM extractor's cached answers join every extraction, and each transaction
+            # that extracted chunks queues the LLM pass on commit.
+            "graph_llm_model": f"catalog/{QUARRY_GRAPH_LLM_MODEL}",
+            "on_graph_indexed": "knowledge.services.graphing.llm_enqueue",
+        } if QUARRY_GRAPH_LLM_MODEL else {}),
     },
 }
 QUARRY_CHUNKER: dict[str, object] = {"CLASS": "knowledge.rag.chunking.FixedSizeChunker", "OPTIONS": {}}
@@ -296,8 +312,8 @@ QUARRY_EMBEDDING_RETRY_DELAY_MS = env_int("QUARRY_EMBEDDING_RETRY_DELAY_MS", 100
 QUARRY_MODEL_CONFIG_PATH = Path(env_str("QUARRY_MODEL_CONFIG_PATH") or BASE_DIR / "config" / "models.yaml").resolve()
 # Passages retrieved (hybrid search) into every chat prompt.
 QUARRY_CHAT_RETRIEVAL_TOP_K = env_int("QUARRY_CHAT_RETRIEVAL_TOP_K", 5, minimum=1, maximum=50)
-# Graph search per request unless the request says otherwise. No graph exists yet, so
-# turning it on only adds a diagnostic saying so; retrieval stays hybrid search.
+# Graph search per request unless the request says otherwise: hybrid search plus the knowledge
+# graph's leg (entities the question and the top passages name, one or two hops further).
 QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = env_bool("QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH", False)
 # A passage found only by semantic search is used when its cosine similarity reaches this
 # (0..1); keyword matches always count. Semantic search always returns *something*.

@@ -21,6 +21,7 @@ api_v1 = [
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
     path("chat/sessions", conversations_api.ChatSessionsApi.as_view(), name="chat-sessions"),
     path("chat/sessions/<str:session_id>", conversations_api.ChatSessionDetailApi.as_view(), name="chat-session-detail"),
+    path("graph/picture", knowledge_api.GraphPictureApi.as_view(), name="graph-picture"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
     path("agent/sessions", conversations_api.AgentSessionsApi.as_view(), name="agent-sessions"),
     path("agent/sessions/<str:session_id>", conversations_api.AgentSessionDetailApi.as_view(), name="agent-session-detail"),

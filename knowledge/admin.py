@@ -22,11 +22,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from accounts.access import editable_tenants
 from knowledge import rag
-from knowledge.models import AuditEvent, Document, DocumentStatus
+from knowledge.models import AuditEvent, Document, DocumentStatus, Entity
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -40,7 +40,7 @@ from knowledge.services.documents import (
 )
 from knowledge.forms import DocumentChangeForm, DocumentUploadForm, SearchForm, add_input_error
 from knowledge.rag import limits
-from knowledge.selectors import chunk_search, document_chunk_rows, document_progress
+from knowledge.selectors import chunk_search, document_chunk_rows, document_progress, entity_mentions, entity_neighbors
 from knowledge.services import state
 
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
@@ -404,6 +404,68 @@ class AuditEventAdmin(TenantScopedAdmin):
     def documents(self, obj: AuditEvent) -> str:
         shown = ", ".join(obj.document_ids[:5])
         return shown + (f" and {len(obj.document_ids) - 5} more" if len(obj.document_ids) > 5 else "")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- The knowledge graph: an entity browser ---------------------------------------------------------
+
+
+@admin.register(Entity)
+class EntityAdmin(TenantScopedAdmin):
+    """A tenant's entities (read-only: the graph follows the chunks): each with its mentions and its neighbours."""
+
+    list_display = ["name", "tenant", "type", "chunk_count", "defined_count"]
+    list_filter = ["type", TenantFilter]
+    list_select_related = ["tenant"]
+    list_per_page = 100
+    search_fields = ["normalized", "name"]
+    show_full_result_count = False
+    ordering = ["-chunk_count", "id"]
+    fields = ["tenant_slug", "name", "normalized", "type", "chunk_count", "defined_count", "mention_table", "neighbor_table"]
+    readonly_fields = fields
+
+    @admin.display(description="Tenant")
+    def tenant_slug(self, obj: Entity) -> str:
+        return obj.tenant.slug
+
+    @admin.display(description="Mentions (strongest first)")
+    def mention_table(self, obj: Entity) -> str:
+        rows = entity_mentions(entity=obj)
+        if not rows:
+            return "None."
+        body = format_html_join(
+            "", '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            ((reverse("admin:knowledge_document_change", args=[row["document_id"]]), row["document__title"] or row["document__external_id"],
+              row["chunk__chunk_id"], row["extractor"], round(row["weight"], 2)) for row in rows),
+        )
+        more = "" if obj.chunk_count <= len(rows) else format_html("<p>The first {} of {} chunks.</p>", len(rows), obj.chunk_count)
+        return format_html(
+            '<table class="quarry-graph"><thead><tr><th>Document</th><th>Chunk</th><th>Found by</th><th>Weight</th></tr></thead>'
+            "<tbody>{}</tbody></table>{}", body, more,
+        )
+
+    @admin.display(description="Neighbours (through relations its chunks state)")
+    def neighbor_table(self, obj: Entity) -> str:
+        rows = entity_neighbors(entity=obj)
+        if not rows:
+            return "None."
+        body = format_html_join(
+            "", '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            ((reverse("admin:knowledge_entity_change", args=[row["entity"].pk]), row["entity"].name,
+              ", ".join(row["predicates"]), row["chunks"], row["weight"]) for row in rows),
+        )
+        return format_html(
+            '<table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th><th>Chunks</th><th>Weight</th></tr></thead>'
+            "<tbody>{}</tbody></table>", body,
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -24,6 +24,7 @@ from accounts.permissions import IsTenantEditor, IsTenantReader
 from config.parsers import BoundedJSONField
 from config.serializers import (
     ClosedSerializer,
+    StrictBooleanField,
     StrictCharField,
     StrictFloatField,
     StrictIntegerField,
@@ -32,7 +33,7 @@ from config.serializers import (
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.rag import limits
-from knowledge.selectors import chunk_fetch, chunk_search, document_list
+from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, document_list, graph_picture
 from knowledge.services.documents import DocumentInputError, document_delete_many, document_ingest, document_upload_create
 
 # Offsets past this are refused (PostgreSQL's OFFSET is a bigint; no tenant holds a billion documents).
@@ -148,6 +149,27 @@ class SearchHitSerializer(ChunkSerializer):
     score = serializers.FloatField(help_text="What the mode ranks by: BM25 (keyword), cosine (semantic) or RRF (hybrid).")
     rrf_rank = serializers.IntegerField(allow_null=True)
     semantic_similarity = serializers.FloatField(allow_null=True)
+    graph_path = serializers.ListField(child=serializers.CharField(), required=False,
+                                       help_text="With graph_search, for a hit the graph leg ranked: the entities that led to it.")
+
+
+class GraphEntitySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    type = serializers.CharField()
+
+
+class GraphRelationSerializer(serializers.Serializer):
+    subject = serializers.CharField()
+    predicate = serializers.CharField()
+    object = serializers.CharField()
+    chunk_id = serializers.CharField(help_text="The passage that states it.")
+
+
+class GraphLegSerializer(serializers.Serializer):
+    used = serializers.BooleanField(help_text="Whether the graph leg reached any entity.")
+    named = GraphEntitySerializer(many=True, help_text="Entities the query names.")
+    nodes = GraphEntitySerializer(many=True, help_text="Entities the expansion went through.")
+    relations = GraphRelationSerializer(many=True)
 
 
 def chunk_json(chunk: rag.RAGChunk) -> dict[str, Any]:
@@ -165,11 +187,16 @@ class SearchInputSerializer(ClosedSerializer):
     limit = StrictIntegerField(min_value=1, max_value=limits.MAX_LIMIT, default=8)
     filters = FiltersField(required=False, default=dict)
     min_score = StrictFloatField(required=False, allow_null=True, default=None, help_text="Drop hits scored below this.")
+    graph_search = StrictBooleanField(
+        default=False, help_text="Hybrid mode only: fuse in the knowledge graph's leg (passages reached through the entities "
+                                 "the query and its top hits name); hits it ranked carry graph_path.",
+    )
     tenant = TenantField()
 
 
 class SearchOutputSerializer(serializers.Serializer):
     hits = SearchHitSerializer(many=True)
+    graph = GraphLegSerializer(required=False, help_text="With graph_search: what the graph leg went through.")
 
 
 class SearchApi(APIView):
@@ -177,21 +204,93 @@ class SearchApi(APIView):
     throttle_scope = "search"
 
     @extend_schema(operation_id="search", request=SearchInputSerializer, responses={200: SearchOutputSerializer},
-                   summary="Search the tenant's chunks (keyword, semantic or hybrid), best first")
+                   summary="Search the tenant's chunks (keyword, semantic or hybrid; optionally with the knowledge graph), best first")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
         data = SearchInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        if v["graph_search"] and v["mode"] != rag.SearchMode.HYBRID.value:
+            raise exceptions.ValidationError({"graph_search": [f"graph search joins hybrid search; it cannot be used with mode {v['mode']}"]})
+        graph: dict[str, Any] | None = None
         try:
-            hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"], limit=v["limit"],
-                                filters=v["filters"], min_score=v["min_score"])
+            if v["graph_search"]:
+                result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],
+                                            min_score=v["min_score"])
+                hits = result.hits
+                graph = {
+                    "used": bool(result.leg.entities),
+                    "named": [{"name": n.name, "type": n.type} for n in result.leg.named],
+                    "nodes": [{"name": n.name, "type": n.type} for n in result.leg.nodes],
+                    "relations": [{"subject": r.subject, "predicate": r.predicate, "object": r.object, "chunk_id": r.chunk_id}
+                                  for r in result.leg.relations],
+                }
+            else:
+                hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"], limit=v["limit"],
+                                    filters=v["filters"], min_score=v["min_score"])
+        except rag.ConfigurationError as exc:
+            raise exceptions.ValidationError({"graph_search" if v["graph_search"] else "mode": [str(exc)]}) from None
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
-        return Response({"hits": [
-            {**chunk_json(h.chunk), "score": h.score, "rrf_rank": h.rrf_rank, "semantic_similarity": h.semantic_similarity}
-            for h in hits
-        ]})
+        body: dict[str, Any] = {"hits": [_hit_json(h) for h in hits]}
+        if graph is not None:
+            body["graph"] = graph
+        return Response(body)
+
+
+def _hit_json(hit: rag.RAGHit) -> dict[str, Any]:
+    out = {**chunk_json(hit.chunk), "score": hit.score, "rrf_rank": hit.rrf_rank, "semantic_similarity": hit.semantic_similarity}
+    if hit.graph_path:
+        out["graph_path"] = list(hit.graph_path)
+    return out
+
+
+class GraphPictureInputSerializer(ClosedSerializer):
+    ids = serializers.ListField(child=ChunkIdField(max_length=207), allow_empty=False, min_length=1, max_length=limits.MAX_LIMIT)
+    expand = StrictBooleanField(default=False, help_text="Also the other documents' passages that mention the entities.")
+    tenant = TenantField()
+
+
+class PicturePassageSerializer(serializers.Serializer):
+    chunk_id = serializers.CharField()
+    document_id = serializers.CharField()
+    title = serializers.CharField()
+    focus = serializers.BooleanField(help_text="One of the passages asked about.")
+
+
+class PictureEntitySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    type = serializers.CharField()
+
+
+class PictureLinkSerializer(serializers.Serializer):
+    chunk_id = serializers.CharField()
+    entity = serializers.IntegerField(help_text="The id of an entity of the picture: the passage mentions it.")
+
+
+class GraphPictureOutputSerializer(serializers.Serializer):
+    passages = PicturePassageSerializer(many=True)
+    entities = PictureEntitySerializer(many=True)
+    links = PictureLinkSerializer(many=True)
+
+
+class GraphPictureApi(APIView):
+    """How passages connect through the entities they mention (the pages' graph picture)."""
+
+    permission_classes = [IsTenantReader]
+
+    @extend_schema(request=GraphPictureInputSerializer, responses={200: GraphPictureOutputSerializer},
+                   summary="How passages connect through the entities they mention")
+    def post(self, request: Request) -> Response:
+        ctx = resolve_tenant_context(request)
+        data = GraphPictureInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            picture = graph_picture(tenant=ctx.tenant, chunk_ids=data.validated_data["ids"], expand=data.validated_data["expand"])
+        except rag.RAGError as exc:
+            raise rag_error_to_api(exc) from None
+        return Response(picture.as_json())
 
 
 class ChunkFetchInputSerializer(ClosedSerializer):

@@ -25,15 +25,27 @@ from knowledge.services.documents import document_ingest
 
 @dataclass(frozen=True)
 class ModeResult:
+    """Averages over the judged queries. ``all_at_10``: the share of queries with every judged
+    document in the top 10 (what a multi-hop question needs to be answerable)."""
+
     ndcg_at_10: float
     recall_at_100: float
     p50_ms: float
     p95_ms: float
     queries: int
+    recall_at_5: float = 0.0
+    recall_at_10: float = 0.0
+    all_at_10: float = 0.0
 
     def as_json(self) -> dict[str, float | int]:
-        return {"ndcg@10": round(self.ndcg_at_10, 4), "recall@100": round(self.recall_at_100, 4),
+        return {"ndcg@10": round(self.ndcg_at_10, 4), "recall@5": round(self.recall_at_5, 4),
+                "recall@10": round(self.recall_at_10, 4), "all@10": round(self.all_at_10, 4),
+                "recall@100": round(self.recall_at_100, 4),
                 "p50_ms": round(self.p50_ms, 2), "p95_ms": round(self.p95_ms, 2), "queries": self.queries}
+
+
+# ``evaluate --graph``: hybrid search with the knowledge graph's leg, reported under this name.
+GRAPH_MODE = "hybrid+graph"
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
@@ -108,27 +120,38 @@ def percentile(values: list[float], q: float) -> float:
 def evaluate_modes(
     *, tenant: Tenant, folder: Path, modes: list[rag.SearchMode], qrels_file: str = "qrels.tsv",
     queries_file: str = "queries.jsonl", progress: Callable[[int], object] | None = None, rerank: bool = False,
-    service: rag.RAGService | None = None,
+    service: rag.RAGService | None = None, graph: bool = False,
 ) -> dict[str, ModeResult]:
-    """Run every judged query in every mode; latency includes query embedding."""
+    """Run every judged query in every mode (and hybrid with the graph leg when ``graph``);
+    latency includes query embedding."""
     qrels = read_qrels(folder / qrels_file)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
     service = service or rag.tenant_service(tenant.slug)
+    runs: list[tuple[str, rag.SearchMode, bool]] = [(mode.value, mode, False) for mode in modes]
+    if graph:
+        runs.append((GRAPH_MODE, rag.SearchMode.HYBRID, True))
     results: dict[str, ModeResult] = {}
-    for mode in modes:
-        ndcgs, recalls, latencies = [], [], []
+    for name, mode, with_graph in runs:
+        ndcgs, recalls, r5, r10, complete, latencies = [], [], [], [], [], []
         for query_id, text in queries:
             started = time.perf_counter()
-            hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank)
+            hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank, graph=with_graph)
             latencies.append((time.perf_counter() - started) * 1000)
             ranked = list(dict.fromkeys(h.chunk.document_id for h in hits))
-            ndcgs.append(ndcg_at_k(ranked, qrels[query_id]))
-            recalls.append(recall_at_k(ranked, qrels[query_id]))
+            judged = qrels[query_id]
+            ndcgs.append(ndcg_at_k(ranked, judged))
+            recalls.append(recall_at_k(ranked, judged))
+            r5.append(recall_at_k(ranked, judged, 5))
+            r10.append(recall_at_k(ranked, judged, 10))
+            complete.append(1.0 if set(judged) <= set(ranked[:10]) else 0.0)
             if progress:
                 progress(1)
-        results[mode.value] = ModeResult(
-            ndcg_at_10=statistics.fmean(ndcgs) if ndcgs else 0.0,
-            recall_at_100=statistics.fmean(recalls) if recalls else 0.0,
-            p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), queries=len(queries),
+        results[name] = ModeResult(
+            ndcg_at_10=_mean(ndcgs), recall_at_100=_mean(recalls), recall_at_5=_mean(r5), recall_at_10=_mean(r10),
+            all_at_10=_mean(complete), p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), queries=len(queries),
         )
     return results
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0

@@ -10,7 +10,7 @@ from django.db.models.functions import Length, Substr
 
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.models import Chunk, Document, DocumentStatus
+from knowledge.models import Chunk, Document, DocumentStatus, Entity, Mention, Relation
 
 
 def document_list(*, tenant: Tenant, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
@@ -40,6 +40,22 @@ def chunk_search(
     """Ranked hits in the tenant, best first (raises the RAG API's validation errors)."""
     service = rag.tenant_service(tenant.slug)
     return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
+
+
+def chunk_graph_search(
+    *, tenant: Tenant, query: str, limit: int = 8, filters: Mapping[str, object] | None = None, min_score: float | None = None,
+) -> rag.GraphSearchResult:
+    """Hybrid search with the knowledge graph's leg in the tenant (raises the RAG API's errors)."""
+    service = rag.tenant_service(tenant.slug)
+    return async_to_sync(service.graph_search)(query, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
+
+
+def graph_picture(*, tenant: Tenant, chunk_ids: Sequence[str], expand: bool = False) -> rag.Picture:
+    """How the tenant's chunks ``chunk_ids`` connect through entities (an empty picture without a graph)."""
+    service = rag.tenant_service(tenant.slug, embedder=None)
+    if not service.has_graph:
+        return rag.Picture()
+    return async_to_sync(service.graph_picture)(chunk_ids, expand=expand)
 
 
 def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> tuple[rag.RAGChunk, ...]:
@@ -82,3 +98,36 @@ def document_chunk_rows(*, tenant: Tenant, document: Document) -> "QuerySet[Chun
             embedded=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()),
         )
     )
+
+
+# --- The entity browser (admin) ---------------------------------------------------------------------
+
+ENTITY_ROWS = 50
+
+
+def entity_mentions(*, entity: Entity) -> list[dict[str, object]]:
+    """The entity's strongest mentions (its tenant's chunks), with each chunk's document: at most ``ENTITY_ROWS``."""
+    return list(
+        Mention.objects.filter(tenant_id=entity.tenant_id, entity=entity)
+        .order_by("-weight", "chunk_id")
+        .values("extractor", "weight", "chunk__chunk_id", "chunk__ordinal", "document_id", "document__external_id", "document__title")
+        [:ENTITY_ROWS]
+    )
+
+
+def entity_neighbors(*, entity: Entity) -> list[dict[str, object]]:
+    """Entities its chunks relate it to (either end of a relation), strongest first: at most ``ENTITY_ROWS``."""
+    as_subject = Relation.objects.filter(tenant_id=entity.tenant_id, subject=entity).values_list("object_id", "predicate", "weight")
+    as_object = Relation.objects.filter(tenant_id=entity.tenant_id, object=entity).values_list("subject_id", "predicate", "weight")
+    totals: dict[int, list[object]] = {}
+    for other, predicate, weight in [*as_subject[:2000], *as_object[:2000]]:
+        entry = totals.setdefault(other, [0.0, set(), 0])
+        entry[0] += weight  # type: ignore[operator]
+        entry[1].add(predicate)  # type: ignore[union-attr]
+        entry[2] += 1  # type: ignore[operator]
+    best = sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0]))[:ENTITY_ROWS]  # type: ignore[operator]
+    names = {e.pk: e for e in Entity.objects.filter(tenant_id=entity.tenant_id, pk__in=[pk for pk, _ in best])}
+    return [
+        {"entity": names[pk], "weight": round(float(w), 3), "predicates": sorted(p), "chunks": n}  # type: ignore[arg-type]
+        for pk, (w, p, n) in best if pk in names
+    ]

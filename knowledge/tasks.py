@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from knowledge.services import indexing, processing, reclaim
+from knowledge.services import graphing, indexing, processing, reclaim
 
 
 def process_document(document_pk: int) -> str:
@@ -25,3 +25,8 @@ def reclaim_documents() -> dict[str, int]:
 def index_backlog(namespace: str) -> int:
     """Index a tenant's backlog (postings, HNSW) for up to a minute; returns chunks indexed."""
     return indexing.backlog_index(namespace=namespace, seconds=indexing.TASK_SECONDS)
+
+
+def extract_graph_llm(namespace: str) -> int:
+    """The knowledge graph's LLM pass over a tenant's unanswered chunk texts, for up to a minute; returns texts answered."""
+    return graphing.llm_task(namespace)

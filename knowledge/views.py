@@ -20,7 +20,7 @@ from knowledge import rag
 from knowledge.forms import FilterSyntaxError, parse_filters
 from knowledge.highlight import DOCUMENT_WINDOW_CHARS, document_excerpt, query_terms, snippet, terms_pattern
 from knowledge.rag import limits
-from knowledge.selectors import chunk_search, document_chunks, document_get
+from knowledge.selectors import chunk_search, document_chunks, document_get, graph_picture
 
 SEARCH_LIMIT = 10
 
@@ -54,13 +54,28 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
             raise Http404("Passage not found.")
     excerpt = document_excerpt(document.text, chunk and chunk["start_char"], chunk and chunk["end_char"])
     uri = document.uri if re.match(r"^https?://", document.uri or "", re.IGNORECASE) else ""
+    # The picture: how the cited passage (else the first) connects to other documents through entities.
+    focus = chunk["chunk_id"] if chunk else next(iter(document_chunks(tenant=ctx.tenant, document=document).values_list("chunk_id", flat=True)[:1]), None)
+    picture = graph_picture(tenant=ctx.tenant, chunk_ids=[focus], expand=True) if focus else None
     return render(request, "knowledge/document.html", base_context(
         request, ctx, document=document, chunk=chunk, excerpt=excerpt, link=uri, nav="document",
+        picture=picture.as_json() if picture and picture.entities else None, picture_rows=_picture_rows(picture),
     ))
 
 
 def _bad_request(request: HttpRequest, ctx: TenantContext, detail: str) -> HttpResponse:
     return render(request, "400.html", base_context(request, ctx, detail=detail), status=400)
+def _picture_rows(picture: rag.Picture | None) -> list[dict[str, object]]:
+    """The picture as text: each entity with the passages that mention it (the fallback, and what screen readers get)."""
+    if picture is None:
+        return []
+    titles = {chunk_id: (document_id, title) for chunk_id, document_id, title in picture.passages}
+    rows = []
+    for entity_id, node in picture.entities:
+        passages = [{"chunk_id": c, "document_id": titles[c][0], "title": titles[c][1]}
+                    for c, e in picture.links if e == entity_id and c in titles and c not in picture.focus]
+        rows.append({"name": node.name, "type": node.type, "passages": passages})
+    return rows
 
 
 @dataclass(frozen=True)

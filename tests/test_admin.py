@@ -350,3 +350,29 @@ def test_superuser_sees_every_tenant(staff: World) -> None:
     listed = login(root).get(CHANGELIST)
     assert sorted(d.external_id for d in listed.context["cl"].result_list) == ["mine", "theirs"]
     assert re.search(r"Upload documents", listed.content.decode())
+
+
+# --- the entity browser --------------------------------------------------------------------------
+
+
+def test_entity_browser_lists_a_tenants_entities_with_mentions_and_neighbours(staff: World) -> None:
+    indexed(staff, "hello", '"Hello Love" is a 1974 single by Hank Snow.', title="Hello Love (song)")
+    indexed(staff, "snow", "Hank Snow moved to Nashville, Tennessee, in 1949.", title="Hank Snow")
+    indexed(staff, "snow", "Hank Snow is Globex's code name for Project Tundra.", tenant="globex", title="Hank Snow")
+    from knowledge.models import Entity
+
+    ours = Entity.objects.get(tenant=staff.acme, normalized="hank snow")
+    theirs = Entity.objects.get(tenant=staff.globex, normalized="hank snow")
+    editor = login(staff.editor)
+    listing = editor.get("/admin/knowledge/entity/?q=snow").content.decode()
+    assert "Hank Snow" in listing and f"/admin/knowledge/entity/{ours.pk}/change/" in listing
+    assert f"/admin/knowledge/entity/{theirs.pk}/change/" not in listing
+    page = editor.get(f"/admin/knowledge/entity/{ours.pk}/change/").content.decode()
+    assert "hello:0" in page and "snow:0" in page and "reference" in page and "title" in page  # its mentions
+    assert "Hello Love" in page and "co-occurs with" in page  # a neighbour, and how
+    assert "Project Tundra" not in page
+    assert editor.get(f"/admin/knowledge/entity/{theirs.pk}/change/").status_code == 302  # not ours: the admin's "no such object"
+    assert editor.get("/admin/knowledge/entity/add/").status_code == 403  # the graph follows the chunks; nobody edits it
+    assert login(staff.teammate).get("/admin/knowledge/entity/").status_code == 403  # readers have no admin
+    outsider = login(staff.outsider).get("/admin/knowledge/entity/?q=snow").content.decode()
+    assert f"/admin/knowledge/entity/{theirs.pk}/change/" in outsider and f"/admin/knowledge/entity/{ours.pk}/change/" not in outsider

@@ -21,7 +21,7 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.agent import RunNotResumable, agent_run_claim, agent_stream
-from chat.events import GRAPH_NOT_BUILT
+from chat.events import GRAPH_NO_ENTITY
 from chat.models import AgentRun, ChatSession, RunStatus, SessionKind, Turn
 from chat.services import chat_exchange_record
 from knowledge import rag
@@ -256,20 +256,50 @@ def test_tool_failures_are_ok_false_results_not_errors(model_world: World, fake:
     assert run.steps[0]["calls"][0]["error"] == "limit: must be at least 1"
 
 
+GRAPH_TOOLS = ["graph_triplet_search", "graph_neighbors"]
+
+
 def test_graph_tools_only_with_graph_search(model_world: World, fake: FakeOpenAI) -> None:
     session_id = new_session(model_world, model_world.teammate)
-    fake.chat_script = [tool_calls(search("graph_search", "uploads")), "No graph [1]."]
+    fake.chat_script = [tool_calls(search("graph_triplet_search", "uploads")), "No graph [1]."]
     body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION).json()
     assert tool_names(sent(fake)[0]) == BASE_TOOLS
-    assert body["tool_calls"] == [{"step": 1, "tool": "graph_search", "ok": False}] and body["citations"] == []
-    assert tool_results(sent(fake)[1])[0]["error"].startswith("There is no tool called 'graph_search'")
+    assert body["tool_calls"] == [{"step": 1, "tool": "graph_triplet_search", "ok": False}] and body["citations"] == []
+    assert tool_results(sent(fake)[1])[0]["error"].startswith("There is no tool called 'graph_triplet_search'")
 
-    fake.chat_script = [tool_calls(search("graph_search", "uploads"), ToolCall("graph_neighbors", {"entity": "upload"})),
+    fake.chat_script = [tool_calls(search("graph_triplet_search", "uploads"), ToolCall("graph_neighbors", {"entity": "nobody here"})),
                         "Nothing in the graph."]
     body = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
-    assert tool_names(sent(fake)[2]) == BASE_TOOLS + ["graph_search", "graph_neighbors"]
-    assert [r["error"] for r in tool_results(sent(fake)[3])] == [GRAPH_NOT_BUILT, GRAPH_NOT_BUILT]
+    assert tool_names(sent(fake)[2]) == BASE_TOOLS + GRAPH_TOOLS
+    triplets, neighbors = tool_results(sent(fake)[3])
+    assert triplets["ok"] is True and neighbors == {"ok": False, "error": GRAPH_NO_ENTITY.format(name="nobody here")}
     assert run_of(body).graph_search is True
+
+
+def test_graph_tools_return_triplets_and_neighbours_citable_by_their_passages(model_world: World, fake: FakeOpenAI) -> None:
+    from tests.test_graph import ARTICLES, doc
+
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([doc(k) for k in ARTICLES])
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)(
+        [rag.RAGDocument("tundra", "Hank Snow is Globex's code name for Project Tundra.", title="Project Tundra")]
+    )
+    session_id = new_session(model_world, model_world.teammate)
+    fake.chat_script = [
+        tool_calls(search("graph_triplet_search", "Hello Love Hank Snow"), ToolCall("graph_neighbors", {"entity": "hank snow", "limit": 3})),
+        "Hank Snow sang Hello Love [1] and lived in Tennessee [2].",
+    ]
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt="Who sang Hello Love?", graph_search=True).json()
+    triplets, neighbors = tool_results(sent(fake)[1])
+    numbers = {r["source"]: r["chunk_id"] for r in triplets["results"] + neighbors["results"]}
+    stated = {(t["subject"], t["predicate"], t["object"]): numbers[t["source"]] for t in triplets["triplets"]}
+    assert stated[("Hank Snow", "co-occurs with", "Hello Love")] == "hello:0"
+    assert all(t["source"] in numbers for t in triplets["triplets"])  # every triplet names a returned passage
+    assert neighbors["entity"] == {"name": "Hank Snow", "type": "document"}
+    assert numbers[neighbors["about"][0]["source"]] == "snow:0"
+    assert len(neighbors["neighbors"]) <= 3 and all(set(n["sources"]) <= set(numbers) for n in neighbors["neighbors"])
+    assert "Project Tundra" not in json.dumps(triplets) + json.dumps(neighbors)  # globex's graph stays in globex
+    cited = [c["chunk_id"] for c in body["citations"]]
+    assert cited == [numbers[1], numbers[2]] and set(cited) <= set(numbers.values())
 
 
 def test_timeout_stops_the_run_resumably(model_world: World, fake: FakeOpenAI, settings: Any) -> None:

@@ -16,6 +16,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import Client
 
+from chat.events import GRAPH_NOT_BUILT
 from chat.models import ChatSession, Turn
 from knowledge import rag
 from tests.conftest import World
@@ -135,15 +136,52 @@ def test_memory_is_never_indexed_for_retrieval(model_world: World, fake: FakeOpe
     assert hits == ()
 
 
-def test_graph_search_only_adds_a_diagnostic(model_world: World, settings: Any) -> None:
+def index_multi_hop(world: World) -> None:
+    """acme gets passages that name each other (a question about one is answered by the one it names)."""
+    from tests.test_graph import ARTICLES, doc, filler
+
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([doc(k) for k in ARTICLES] + [filler(n) for n in range(6)])
+
+
+MULTI_HOP = "What was the hometown of the singer of Hello Love?"
+
+
+def test_graph_search_true_adds_the_graph_leg_and_its_paths_false_removes_it(
+    model_world: World, fake: FakeOpenAI, settings: Any
+) -> None:
+    from tests.conftest import backend_setting
+    from tests.test_graph import LOOSE
+
+    index_multi_hop(model_world)
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph=LOOSE)
+    settings.QUARRY_CHAT_RETRIEVAL_TOP_K = 4
+    session_id = new_session(model_world, model_world.teammate)
+    body = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=True).json()
+    graph = body["graph_search"]
+    assert graph["requested"] is True and graph["used"] is True and graph["detail"].startswith("Graph search ranked")
+    assert "Hank Snow" in {n["name"] for n in graph["graph_nodes"]}
+    by_chunk = {c["chunk_id"]: c for c in body["citations"]}
+    assert by_chunk["snow:0"]["graph_path"] == ["Hank Snow"]
+    system = fake.requests[-1].json["messages"][0]["content"]
+    assert '<passage n="' in system and 'title="Hank Snow" via="Hank Snow">' in system  # the path reaches the model
+
+    body = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=False).json()
+    assert "graph_search" not in body and all("graph_path" not in c for c in body["citations"])
+    assert " via=" not in fake.requests[-1].json["messages"][0]["content"]
+    # The deployment default applies when the request says nothing.
+    settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = True
+    body = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP).json()
+    assert body["graph_search"]["used"] is True
+
+
+def test_graph_search_in_a_tenant_without_entities_says_so(model_world: World, settings: Any) -> None:
+    from knowledge.models import Entity
+
+    Entity.objects.filter(tenant=model_world.acme).delete()  # as before any extraction ran
     session_id = new_session(model_world, model_world.teammate)
     body = complete(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION, graph_search=True).json()
-    assert body["graph_search"]["requested"] is True and body["graph_search"]["used"] is False
-    assert "No knowledge graph exists yet" in body["graph_search"]["detail"]
+    assert body["graph_search"] == {"requested": True, "used": False, "detail": GRAPH_NOT_BUILT}
     assert [c["chunk_id"] for c in body["citations"]] == ["guide:0"]
-    settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = True
-    assert "graph_search" not in complete(model_world, model_world.teammate, session_id=session_id, prompt="x y z upload",
-                                          graph_search=False).json()
 
 
 # --- access ---------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ COMPONENTS: dict[str, str] = {
     "accounts": "accounts.interfaces",
     "knowledge.models": "knowledge.models",
     "knowledge.rag": "knowledge.rag",
+    "knowledge.graph": "knowledge.graph",  # extraction and graph SQL, below the RAG API's backend
     "knowledge.extraction": "knowledge.extraction",
     "knowledge.highlight": "knowledge.highlight",
     "knowledge.selectors": "knowledge.selectors",
@@ -85,11 +86,14 @@ ALLOWED: dict[str, set[str]] = {
     "accounts.web": _ACCOUNTS_READS | {"accounts.access"},
     "accounts.interfaces": _ACCOUNTS_READS | {"accounts.services", "accounts.access", "accounts.web", "config.framework"},
     "knowledge.models": set(),
-    "knowledge.rag": {"knowledge.models", "accounts.models"},
+    # The PostgreSQL backend writes and reads the graph in its own transactions; everything
+    # above reaches the graph through knowledge.rag (chat included).
+    "knowledge.graph": {"knowledge.models"},
+    "knowledge.rag": {"knowledge.models", "accounts.models", "knowledge.graph"},
     "knowledge.extraction": {"knowledge.rag"},
     "knowledge.highlight": set(),
     "knowledge.selectors": _RAG,
-    "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction"},
+    "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction", "knowledge.graph"},
     "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction", "config.framework"},
     "knowledge.interfaces": _RAG | {
         "knowledge.selectors", "knowledge.services", "knowledge.extraction", "knowledge.forms", "knowledge.highlight",

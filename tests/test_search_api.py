@@ -112,3 +112,57 @@ def test_chunks_that_are_not_slices_have_null_offsets_in_json(indexed: World) ->
 def test_fetch_bounds_are_400(indexed: World, body: dict[str, object], field: str) -> None:
     response = indexed.client(indexed.teammate).post("/v1/chunks/fetch", body, format="json")
     assert response.status_code == 400 and field in response.json()["fields"]
+
+
+# --- graph search and the graph picture ----------------------------------------------------------
+
+
+@pytest.fixture
+def linked(world: World, settings: object) -> World:
+    """acme holds passages that name each other; the graph leg may add passages below the first hit."""
+    from tests.conftest import backend_setting
+    from tests.test_graph import ARTICLES, LOOSE, doc, filler
+
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph=LOOSE)  # type: ignore[attr-defined]
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([doc(k) for k in ARTICLES] + [filler(n) for n in range(6)])
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)(
+        [rag.RAGDocument("snow", "Hank Snow is Globex's code name for Project Tundra.", title="Hank Snow")]
+    )
+    return world
+
+
+def test_graph_search_adds_passages_with_their_path_and_the_legs_diagnostics(linked: World) -> None:
+    client = linked.client(linked.teammate)
+    body = client.post("/v1/search", {"query": "What was the hometown of the singer of Hello Love?", "limit": 4,
+                                      "graph_search": True}, format="json").json()
+    by_id = {h["chunk_id"]: h for h in body["hits"]}
+    assert by_id["snow:0"]["graph_path"] == ["Hank Snow"] and "graph_path" not in by_id["hello:0"]
+    assert body["graph"]["used"] is True and body["graph"]["named"] == [{"name": "Hello Love", "type": "document"}]
+    assert "Hank Snow" in {n["name"] for n in body["graph"]["nodes"]}
+    assert all("Globex" not in h["text"] for h in body["hits"])
+    plain = client.post("/v1/search", {"query": "What was the hometown of the singer of Hello Love?", "limit": 4}, format="json").json()
+    assert "graph" not in plain and all("graph_path" not in h for h in plain["hits"])
+
+
+def test_graph_search_outside_hybrid_mode_is_a_400_naming_the_field(linked: World) -> None:
+    response = linked.client(linked.teammate).post("/v1/search", {"query": "Hank Snow", "mode": "keyword", "graph_search": True}, format="json")
+    assert response.status_code == 400 and "graph_search" in response.json()["fields"]
+    response = linked.client(linked.teammate).post("/v1/search", {"query": "Hank Snow", "graph_search": "maybe"}, format="json")
+    assert response.status_code == 400 and "graph_search" in response.json()["fields"]
+
+
+def test_graph_picture_connects_passages_through_shared_entities_in_the_tenant_only(linked: World) -> None:
+    client = linked.client(linked.teammate)
+    picture = client.post("/v1/graph/picture", {"ids": ["hello:0", "snow:0", "tn:0"]}, format="json").json()
+    assert [p["chunk_id"] for p in picture["passages"]] == ["hello:0", "snow:0", "tn:0"]
+    names = {e["id"]: e["name"] for e in picture["entities"]}
+    hank = next(i for i, n in names.items() if n == "Hank Snow")
+    assert {link["chunk_id"] for link in picture["links"] if link["entity"] == hank} == {"hello:0", "snow:0", "tn:0"}
+    expanded = client.post("/v1/graph/picture", {"ids": ["hello:0"], "expand": True}, format="json").json()
+    assert {p["chunk_id"] for p in expanded["passages"]} >= {"hello:0", "snow:0"}
+    # Another tenant's reader sees only globex's passages under the same ids.
+    theirs = linked.client(linked.outsider).post("/v1/graph/picture", {"ids": ["hello:0", "snow:0"]}, format="json").json()
+    assert [p["chunk_id"] for p in theirs["passages"]] == ["snow:0"] and theirs["entities"] == []
+    assert linked.client(linked.outsider).post("/v1/graph/picture", {"ids": ["snow:0"], "tenant": "acme"}, format="json").status_code == 404
+    assert client.post("/v1/graph/picture", {"ids": []}, format="json").status_code == 400
+    assert linked.client().post("/v1/graph/picture", {"ids": ["snow:0"]}, format="json").status_code == 401

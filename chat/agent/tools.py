@@ -2,9 +2,10 @@
 
 ``keyword_search``, ``semantic_search`` and ``hybrid_search`` (query, limit,
 filters) and ``fetch_chunks`` (ids) go through ``rag.tenant_service(tenant.slug)``
-and therefore through the RAG API's own validation; ``graph_search`` and
-``graph_neighbors`` exist only when the run asked for graph search (no
-knowledge graph is built yet, so they say so). ``Toolbox.run_all`` runs one
+and therefore through the RAG API's own validation; ``graph_triplet_search``
+(relations about a question, each with the passage stating it) and
+``graph_neighbors`` (an entity's related entities and the passages linking
+them) exist only when the run asked for graph search. ``Toolbox.run_all`` runs one
 step's calls concurrently and never raises for a tool's failure: a bad
 argument, a validation error, a slow or failing search becomes a result with
 ``ok: false`` and a sentence the model can act on.
@@ -28,7 +29,7 @@ from django.db import DatabaseError
 
 from accounts.models import Tenant
 from chat.agent.model import ToolCallRequest
-from chat.events import ERRORS, GRAPH_NOT_BUILT
+from chat.events import ERRORS, GRAPH_NO_ENTITY, GRAPH_NOT_KEPT
 from knowledge import rag
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,9 @@ SEARCH_TOOLS: dict[str, rag.SearchMode] = {
     "semantic_search": rag.SearchMode.SEMANTIC,
 }
 FETCH_TOOL = "fetch_chunks"
-GRAPH_TOOLS: tuple[str, ...] = ("graph_search", "graph_neighbors")
+TRIPLET_TOOL = "graph_triplet_search"
+NEIGHBORS_TOOL = "graph_neighbors"
+GRAPH_TOOLS: tuple[str, ...] = (TRIPLET_TOOL, NEIGHBORS_TOOL)
 # A passage longer than this is cut in the tool result: one huge chunk must not eat the token budget.
 MAX_PASSAGE_CHARS = 4_000
 
@@ -119,15 +122,24 @@ def _fetch_schema() -> dict[str, Any]:
 
 
 def _graph_schemas() -> list[dict[str, Any]]:
+    limit = {
+        "type": "integer", "minimum": 1, "maximum": settings.QUARRY_AGENT_TOOL_MAX_RESULTS,
+        "description": f"How many (default {settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS}).",
+    }
     return [
         {
             "type": "function",
             "function": {
-                "name": "graph_search",
-                "description": "Search the knowledge graph (entities and their relations) for a question.",
+                "name": TRIPLET_TOOL,
+                "description": (
+                    "Search the knowledge graph for facts (subject, predicate, object) about the entities a question "
+                    "names and those of its best passages. Each triplet gives the source number of the passage "
+                    "that states it; the passages are returned too, to cite."
+                ),
                 "parameters": {
                     "type": "object",
-                    "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+                    "properties": {"query": {"type": "string", "description": "The question or the names to look up."},
+                                   "limit": limit},
                     "required": ["query"],
                     "additionalProperties": False,
                 },
@@ -136,11 +148,15 @@ def _graph_schemas() -> list[dict[str, Any]]:
         {
             "type": "function",
             "function": {
-                "name": "graph_neighbors",
-                "description": "List the entities related to one entity of the knowledge graph.",
+                "name": NEIGHBORS_TOOL,
+                "description": (
+                    "List the entities related to one entity of the knowledge graph (a person, place, work, "
+                    "document title...), how they are related, and the passages that link them, to cite."
+                ),
                 "parameters": {
                     "type": "object",
-                    "properties": {"entity": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+                    "properties": {"entity": {"type": "string", "description": "The entity's name, as the passages write it."},
+                                   "limit": limit},
                     "required": ["entity"],
                     "additionalProperties": False,
                 },
@@ -213,8 +229,15 @@ class ToolOutcome:
 
 @dataclass(frozen=True)
 class _Found:
+    """What a tool found: passages (with the score to show), and more of its result.
+
+    ``refs`` are lists of items that name chunks (``chunk_id`` or ``chunk_ids``); the model
+    reads them with source numbers (``source`` / ``sources``) instead, as it cites.
+    """
+
     hits: list[tuple[rag.RAGChunk, float | None]]
     extra: dict[str, Any]
+    refs: dict[str, Any] = field(default_factory=dict)
 
 
 def _as_int(name: str, value: Any) -> int:
@@ -227,6 +250,16 @@ def _as_int(name: str, value: Any) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     raise ToolFailure(f"{name}: must be an integer")
+
+
+def _with_sources(item: Mapping[str, Any], number: Mapping[str, int]) -> dict[str, Any]:
+    """``item`` with its chunk id(s) replaced by the source number(s) the model cites."""
+    out = {k: v for k, v in item.items() if k not in ("chunk_id", "chunk_ids")}
+    if "chunk_id" in item:
+        out["source"] = number[item["chunk_id"]]
+    if "chunk_ids" in item:
+        out["sources"] = [number[c] for c in item["chunk_ids"]]
+    return out
 
 
 def _check_keys(arguments: Mapping[str, Any], allowed: Sequence[str]) -> None:
@@ -281,7 +314,72 @@ class Toolbox:
             return await self._search(SEARCH_TOOLS[call.name], call.arguments)
         if call.name == FETCH_TOOL:
             return await self._fetch(call.arguments)
-        raise ToolFailure(GRAPH_NOT_BUILT)  # a graph tool: offered, but there is no graph yet
+        if not self.service.has_graph:
+            raise ToolFailure(GRAPH_NOT_KEPT)
+        if call.name == TRIPLET_TOOL:
+            return await self._triplets(call.arguments)
+        return await self._neighbors(call.arguments)
+
+    def _limit(self, arguments: dict[str, Any], extra: dict[str, Any]) -> int:
+        limit = _as_int("limit", arguments.get("limit", settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS))
+        if limit < 1:
+            raise ToolFailure("limit: must be at least 1")
+        if limit > settings.QUARRY_AGENT_TOOL_MAX_RESULTS:
+            limit = settings.QUARRY_AGENT_TOOL_MAX_RESULTS
+            extra["note"] = f"limit capped at {limit}"
+        return limit
+
+    async def _chunks(self, chunk_ids: Sequence[str]) -> list[tuple[rag.RAGChunk, float | None]]:
+        ids = list(dict.fromkeys(chunk_ids))[: settings.QUARRY_AGENT_TOOL_MAX_RESULTS]
+        return [(chunk, None) for chunk in await self.service.fetch(ids)] if ids else []
+
+    async def _triplets(self, arguments: dict[str, Any]) -> _Found:
+        _check_keys(arguments, ("query", "limit"))
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ToolFailure("query: required, a non-empty string")
+        extra: dict[str, Any] = {}
+        limit = self._limit(arguments, extra)
+        try:
+            triplets = await self.service.graph_triplets(query, limit=limit)
+        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+            raise ToolFailure(str(exc)) from None
+        if not triplets:
+            extra["note"] = "The knowledge graph holds no relation about this; hybrid_search may still find passages."
+        hits = await self._chunks([t.chunk_id for t in triplets])
+        found = {chunk.chunk_id for chunk, _ in hits}
+        rows = [
+            {"subject": t.subject.name, "subject_type": t.subject.type, "predicate": t.predicate, "object": t.object.name,
+             "object_type": t.object.type, "chunk_id": t.chunk_id}
+            for t in triplets if t.chunk_id in found
+        ]
+        return _Found(hits, extra, {"triplets": rows})
+
+    async def _neighbors(self, arguments: dict[str, Any]) -> _Found:
+        _check_keys(arguments, ("entity", "limit"))
+        entity = arguments.get("entity")
+        if not isinstance(entity, str) or not entity.strip():
+            raise ToolFailure("entity: required, a non-empty string (an entity's name)")
+        extra: dict[str, Any] = {}
+        limit = self._limit(arguments, extra)
+        try:
+            around = await self.service.graph_neighbors(entity, limit=limit)
+        except (rag.RAGValidationError, rag.RAGTypeError) as exc:
+            raise ToolFailure(str(exc)) from None
+        if around.entity is None:
+            raise ToolFailure(GRAPH_NO_ENTITY.format(name=entity.strip()[:200]))
+        hits = await self._chunks([*around.chunk_ids, *(c for n in around.neighbors for c in n.chunk_ids)])
+        found = {chunk.chunk_id for chunk, _ in hits}
+        extra["entity"] = {"name": around.entity.name, "type": around.entity.type}
+        refs = {
+            "about": [{"chunk_id": c} for c in around.chunk_ids if c in found],
+            "neighbors": [
+                {"entity": n.entity.name, "type": n.entity.type, "predicates": list(n.predicates),
+                 "chunk_ids": [c for c in n.chunk_ids if c in found]}
+                for n in around.neighbors
+            ],
+        }
+        return _Found(hits, extra, refs)
 
     async def _search(self, mode: rag.SearchMode, arguments: dict[str, Any]) -> _Found:
         _check_keys(arguments, ("query", "limit", "filters"))
@@ -304,7 +402,9 @@ class Toolbox:
             mode, extra["note"] = rag.SearchMode.KEYWORD, "no embedding model is configured: these are keyword results"
         try:
             try:
-                hits = await self.service.search(query, mode=mode, limit=limit, filters=filters)
+                # With graph search, hybrid search has the graph leg too (a passage says through which entities).
+                graph = self.graph_search and mode is rag.SearchMode.HYBRID and self.service.has_graph
+                hits = await self.service.search(query, mode=mode, limit=limit, filters=filters, graph=graph)
             except rag.EmbedderError as exc:
                 logger.warning("agent search: the embedder failed (%s)", type(exc).__name__)
                 if mode is rag.SearchMode.SEMANTIC:
@@ -313,7 +413,8 @@ class Toolbox:
                 hits = await self.service.search(query, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
             raise ToolFailure(str(exc)) from None  # names the argument and the bound it broke
-        return _Found([(hit.chunk, hit.score) for hit in hits], extra)
+        via = [{"chunk_id": h.chunk.chunk_id, "via": list(h.graph_path)} for h in hits if h.graph_path]
+        return _Found([(hit.chunk, hit.score) for hit in hits], extra, {"found_through_graph": via} if via else {})
 
     async def _fetch(self, arguments: dict[str, Any]) -> _Found:
         _check_keys(arguments, ("ids",))
@@ -348,6 +449,9 @@ class Toolbox:
             passage["text"] = text if len(text) <= MAX_PASSAGE_CHARS else text[:MAX_PASSAGE_CHARS] + " [...]"
             passages.append(passage)
         content: dict[str, Any] = {"ok": True, "results": passages, **result.extra}
+        number = {p["chunk_id"]: p["source"] for p in passages}
+        for key, items in result.refs.items():
+            content[key] = [_with_sources(item, number) for item in items]
         return ToolOutcome(ok=True, content=content, chunk_ids=[chunk.chunk_id for chunk, _ in result.hits])
 
     def _source_of(self, chunk: rag.RAGChunk, score: float | None) -> Source:

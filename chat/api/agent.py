@@ -78,7 +78,8 @@ class _AgentRunInputSerializer(ClosedInputSerializer):
     session_id = serializers.CharField(max_length=40, help_text="From POST /v1/agent/sessions.")
     tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
     graph_search = serializers.BooleanField(
-        default=False, help_text="Offer the model the graph tools too. No knowledge graph exists yet: they report so.",
+        default=False, help_text="Offer the model the graph tools too (graph_triplet_search, graph_neighbors), and give "
+                                 "hybrid_search the knowledge graph's leg; false removes both.",
     )
     max_steps = serializers.IntegerField(
         min_value=1, max_value=MAX_STEPS_LIMIT, default=DEFAULT_MAX_STEPS,
@@ -97,8 +98,8 @@ class AgentResumeInputSerializer(_AgentRunInputSerializer):
 
 AGENT_DESCRIPTION = """\
 The agent answers in several steps: the model calls read-only retrieval tools over the caller's tenant
-(`hybrid_search`, `keyword_search`, `semantic_search`, `fetch_chunks`; with `graph_search: true` also the graph
-tools), several at once when they are independent, then answers from what they returned, citing passages as [n].
+(`hybrid_search`, `keyword_search`, `semantic_search`, `fetch_chunks`; with `graph_search: true` also
+`graph_triplet_search` and `graph_neighbors`, whose facts cite the passages that state them), several at once when they are independent, then answers from what they returned, citing passages as [n].
 At most `max_steps` tool-using steps, then one turn without tools to answer (`stop_reason: max_steps`); a repeated
 identical call (`repeated_call`) and the run's token budget (`token_budget`) end the research the same way.
 Citations are only chunks some tool returned. Runs are saved after every step; one that stopped on a timeout, a

@@ -101,8 +101,9 @@ class ChatCompletionInputSerializer(ClosedInputSerializer):
     stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
     graph_search = serializers.BooleanField(
         allow_null=True, default=None,
-        help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request. No knowledge graph exists yet: "
-                  "true only adds a `graph_search` diagnostic saying so; retrieval is hybrid search either way.",
+        help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request: true adds the knowledge graph's leg to "
+                  "hybrid retrieval (passages reached through the entities of the question and its top passages, each "
+                  "citation saying its graph_path) and a `graph_search` diagnostic; false removes both.",
     )
 
 
@@ -115,8 +116,10 @@ are reported in-band; access errors (401/403/404) and bad input (400) are plain 
 
 Answers are grounded: the tenant is searched (hybrid) for the prompt, and the model is told to answer
 only from the retrieved passages, citing them as [1], [2], ... The last two turns of the session are
-part of the prompt. With `graph_search: true`, responses carry a `graph_search` diagnostic: no knowledge
-graph exists yet, so it changes nothing else. Responses are never cacheable (`Cache-Control: no-store`).
+part of the prompt. With `graph_search: true`, retrieval also follows the knowledge graph: passages found
+through entities join the context (the model sees through which) and the citations (`graph_path`), and
+the responses carry a `graph_search` diagnostic (`used`, `detail`, `graph_nodes`, `graph_relations`).
+Responses are never cacheable (`Cache-Control: no-store`).
 """
 
 ERROR_RESPONSES: dict[Any, Any] = {

@@ -37,6 +37,7 @@ from knowledge.rag.errors import (
     RAGTypeError,
     RAGValidationError,
 )
+from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
 from knowledge.rag.factory import default_embedder, tenant_service
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.types import (
@@ -45,6 +46,7 @@ from knowledge.rag.types import (
     Embedder,
     EmbeddingCache,
     FilterValue,
+    GraphSearchResult,
     RAGBackend,
     RAGChunk,
     RAGDocument,
@@ -60,6 +62,7 @@ __all__ = [
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
     "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
+    "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 
 

@@ -5,7 +5,8 @@ Three settings name a class by dotted path and its keyword options, the way Djan
 
 - ``QUARRY_RAG_BACKEND``: the backend (the Django-model PostgreSQL backend by default),
 - ``QUARRY_EMBEDDER``: the embedder, or None for keyword search only,
-- ``QUARRY_CHUNKER``: the chunker.
+- ``QUARRY_CHUNKER``: the chunker,
+- ``QUARRY_GRAPH_EXTRACTOR``: the knowledge graph's optional LLM extractor (a completer), or None.
 
 Each is built on first use and shared by every service of the process: the local
 model's inference session and the backend's pgvector probe are paid once, not per
@@ -28,7 +29,7 @@ from knowledge.rag.errors import ConfigurationError
 from knowledge.rag.service import RAGService
 from knowledge.rag.types import Chunker, Embedder, RAGBackend
 
-PROVIDER_SETTINGS = ("QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER")
+PROVIDER_SETTINGS = ("QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR")
 
 _built: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -75,6 +76,11 @@ def default_embedder() -> Embedder | None:
 def chunker() -> Chunker:
     """The process's chunker (``QUARRY_CHUNKER``)."""
     return _provider("QUARRY_CHUNKER")
+
+
+def graph_extractor() -> Any:
+    """The process's LLM graph extractor (``QUARRY_GRAPH_EXTRACTOR``, a ``knowledge.graph.llm.Completer``), or None when off."""
+    return _provider("QUARRY_GRAPH_EXTRACTOR")
 
 
 def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT) -> RAGService:

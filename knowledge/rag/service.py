@@ -30,12 +30,14 @@ from knowledge.rag.errors import (
     RAGTypeError,
     RAGValidationError,
 )
+from knowledge.graph.types import Neighborhood, Picture, Triplet
 from knowledge.rag.types import (
     Chunker,
     DocumentStore,
     Embedder,
     EmbedKind,
     Filters,
+    GraphSearchResult,
     PreparedChunk,
     PreparedDocument,
     RAGBackend,
@@ -47,6 +49,8 @@ from knowledge.rag.types import (
     Trigger,
     Vector,
     check_identifier,
+    check_limit,
+    check_text,
     check_vector,
     content_hash,
     declared_dimension,
@@ -236,12 +240,18 @@ class RAGService:
         *,
         rrf_k: int | None = None,
         rerank: bool | None = None,
+        graph: bool = False,
     ) -> tuple[RAGHit, ...]:
         """Ranked hits, best first, at most ``limit``, all with ``score >= min_score``.
 
         ``rerank`` (cosine re-ordering of the fused candidates) reaches the backend only
-        when it declares ``supports_rerank``; other backends rank as they do.
+        when it declares ``supports_rerank``; other backends rank as they do. ``graph``:
+        hybrid search with the knowledge graph's leg (see ``graph_search``).
         """
+        if graph:
+            if SearchMode.parse(mode) is not SearchMode.HYBRID:
+                raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {SearchMode.parse(mode).value}")
+            return tuple((await self.graph_search(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k)).hits)
         # Validate everything (as a keyword query, in the seed's order: the namespace is an
         # identifier, checked after limit, text and filters) before the embedder sees the text.
         probe = RAGQuery(
@@ -267,6 +277,81 @@ class RAGService:
             await self.start()
         hits = await self.backend.search(query)
         return _recheck_hits(query, hits)
+
+    # --- the knowledge graph (an optional capability of the backend) ---------------------------
+
+    @property
+    def has_graph(self) -> bool:
+        """Whether the backend keeps a knowledge graph (the PostgreSQL backend does; the memory one does not)."""
+        return callable(getattr(self.backend, "graph_search", None))
+
+    def _graph_backend(self) -> Any:
+        if not self.has_graph:
+            raise ConfigurationError(f"graph search needs a backend with a knowledge graph; {type(self.backend).__name__} has none")
+        return self.backend
+
+    async def _query(self, text: str, *, limit: int, filters: Filters | None, min_score: float | None = None,
+                     rrf_k: int | None = None, graph: bool = False) -> RAGQuery:
+        """A validated hybrid query (keyword when there is no embedder), its text embedded."""
+        namespace = self.namespace
+        probe = RAGQuery(text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
+                         rrf_k=self.rrf_k if rrf_k is None else rrf_k)
+        vector = (await self._embed_checked([text], kind="query"))[0] if self.embedder is not None else None
+        return RAGQuery(
+            probe.text, namespace, mode=SearchMode.HYBRID if vector is not None else SearchMode.KEYWORD, limit=probe.limit,
+            filters=probe.filters, min_score=probe.min_score, vector=vector, rrf_k=probe.rrf_k,
+            embedding_model=embedder_model_id(self.embedder, len(vector)) if vector is not None else None,
+            graph=graph and vector is not None,
+        )
+
+    async def graph_search(
+        self, text: str, limit: int = 8, filters: Filters | None = None, min_score: float | None = None, *, rrf_k: int | None = None
+    ) -> GraphSearchResult:
+        """Hybrid search whose fusion adds the knowledge graph's ranked chunks as a third list.
+
+        Seeds are the top hybrid hits and the entities the query names; hits the graph leg
+        ranked carry ``graph_score`` and ``graph_path`` (the entity names that led to them).
+        The result also says what the leg went through (``leg.nodes``, ``leg.relations``).
+        Needs an embedder (hybrid search) and a backend with a graph (``ConfigurationError`` otherwise).
+        """
+        backend = self._graph_backend()
+        if self.embedder is None:
+            raise ConfigurationError("graph search joins hybrid search, which needs an embedder; this service has none")
+        query = await self._query(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k, graph=True)
+        if not self._started:
+            await self.start()
+        result = await backend.graph_search(query)
+        if not isinstance(result, GraphSearchResult):
+            raise BackendContractError(f"backend graph_search returned {type(result).__name__}, expected GraphSearchResult")
+        _recheck_hits(query, result.hits)
+        return result
+
+    async def graph_triplets(self, text: str, limit: int = 10, filters: Filters | None = None) -> list[Triplet]:
+        """Relations the knowledge graph holds about ``text``'s entities and its top hits', best first,
+        each with the chunk that states it (``Triplet.chunk_id``)."""
+        backend = self._graph_backend()
+        query = await self._query(text, limit=limit, filters=filters)
+        if not self._started:
+            await self.start()
+        return list(await backend.graph_triplets(query))
+
+    async def graph_neighbors(self, entity: str, limit: int = 10) -> Neighborhood:
+        """The entity named ``entity`` (exactly, else the most mentioned whose name starts so), the chunks
+        about it, and its neighbours with the chunks that link them."""
+        backend = self._graph_backend()
+        name = check_text("entity", entity, limits.MAX_QUERY_CHARS)
+        check_limit(limit)
+        if not self._started:
+            await self.start()
+        return await backend.graph_neighbors(self.namespace, name, limit=limit)
+
+    async def graph_picture(self, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
+        """How these chunks connect through the entities they mention (``expand``: with other documents' chunks)."""
+        backend = self._graph_backend()
+        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_LIMIT)
+        if not self._started:
+            await self.start()
+        return await backend.graph_picture(self.namespace, ids, expand=expand)
 
     async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
         """The chunks with these ids, in the requested order; unknown ids are omitted."""

@@ -15,6 +15,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from knowledge.graph.types import GraphLeg
 from knowledge.rag import limits
 from knowledge.rag.errors import RAGTypeError, RAGValidationError
 
@@ -279,6 +280,9 @@ class RAGHit:
     rrf_rank: int | None = None
     semantic_similarity: float | None = None
     keyword_score: float | None = None
+    # Set when the graph leg ranked the chunk: its activation, and the entities that led to it.
+    graph_score: float | None = None
+    graph_path: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunk, RAGChunk):
@@ -301,6 +305,7 @@ class RAGQuery:
     rrf_k: int = 60
     rerank: bool = False
     embedding_model: str | None = None
+    graph: bool = False  # add the graph leg (hybrid mode only)
 
     def __post_init__(self) -> None:
         # The seed's bounds in the order of its list (limit, query text, filter fields and
@@ -317,6 +322,8 @@ class RAGQuery:
             object.__setattr__(self, "vector", check_vector(self.vector))
         elif self.mode is not SearchMode.KEYWORD:
             raise RAGValidationError("vector", f"{self.mode.value} search needs a query vector (configure an embedder)")
+        if self.graph and self.mode is not SearchMode.HYBRID:
+            raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {self.mode.value}")
 
 
 @dataclass(frozen=True)
@@ -496,3 +503,11 @@ def embedder_model_id(embedder: object, dimension: int | None) -> str | None:
 def embedder_label(embedder: object) -> str:
     """How error messages name an embedder."""
     return declared_model_id(embedder) or type(innermost(embedder)).__qualname__
+
+
+@dataclass(frozen=True)
+class GraphSearchResult:
+    """A hybrid search with the graph leg: the fused hits, and what the leg found (its diagnostics)."""
+
+    hits: list[RAGHit]
+    leg: GraphLeg

@@ -505,10 +505,14 @@
       var snippet = make("p", "source-snippet", "Loading…");
       var score = make("p", "source-score", "Score " + formatScore(citation.score));
       main.append(link, snippet, score);
+      if (citation.graph_path && citation.graph_path.length) {
+        main.append(make("p", "source-path", "Found through " + citation.graph_path.join(" → ")));
+      }
       item.append(main);
       el.sources.append(item);
     });
     if (focus) focusSource(sources[0].n);
+    showGraph(answer, sources);
     loadChunks(ids).then(function () {
       if (state.shownAnswer !== answer) return;
       sources.forEach(function (source) {
@@ -531,6 +535,34 @@
         node.textContent = "Could not load this passage. Open the source to read it.";
       });
     });
+  }
+
+  /* The picture of how the cited passages connect through entities (static/chat/graph.js). */
+  function showGraph(answer, sources) {
+    var section = document.getElementById("sources-graph");
+    var canvas = document.getElementById("sources-graph-canvas");
+    if (!section || !canvas) return;
+    section.hidden = true;
+    if (sources.length < 2 || !window.QuarryGraph) return;
+    var numberOf = {};
+    sources.forEach(function (source) { numberOf[source.citation.chunk_id] = source.n; });
+    fetch("/v1/graph/picture", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRFToken": csrfToken },
+      body: JSON.stringify({ ids: Object.keys(numberOf), tenant: config.tenant }),
+    }).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.json();
+    }).then(function (picture) {
+      if (state.shownAnswer !== answer) return;
+      window.QuarryGraph.draw(canvas, picture, {
+        label: function (p) { return "[" + numberOf[p.chunk_id] + "] " + (p.title || p.document_id); },
+        href: function (p) { return documentUrl(p); },
+        empty: "These sources share no entity in the knowledge graph.",
+      });
+      section.hidden = false;
+    }, function () { section.hidden = true; });
   }
 
   function focusSource(n) {
@@ -646,6 +678,8 @@
     state.shownAnswer = null;
     el.sources.replaceChildren();
     el.sourcesHint.textContent = "Sources cited in an answer appear here.";
+    var graph = document.getElementById("sources-graph");
+    if (graph) graph.hidden = true;
     el.sourcesHint.hidden = false;
   }
 

@@ -33,7 +33,8 @@ XSS_TEXT = (
     """The harbor beacon icon is <img src=x onerror="window.__xss='img';alert('img')"> in the beacon log. """
     "Harbor beacon help lives at [beacon help](javascript:window.__xss='link') for beacon operators."
 )
-INJECTED = "script:not([src]), img, iframe, object, embed, svg, [onerror], [onload], [onclick], [onmouseover], a[href^='javascript']"
+# A JSON data block (the graph picture's, Django's json_script: escaped, never executed) is not markup from a document.
+INJECTED = "script:not([src]):not([type='application/json']), img, iframe, object, embed, svg:not(.graph-svg), [onerror], [onload], [onclick], [onmouseover], a[href^='javascript']"
 
 
 @pytest.fixture(scope="module")

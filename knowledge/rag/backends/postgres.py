@@ -24,9 +24,10 @@ recomputed exactly, so filters never cost results.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,10 +39,15 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from accounts.models import Tenant
+from knowledge.graph import search as graph_sql
+from knowledge.graph.llm import LlmSpec
+from knowledge.graph.search import GraphParams
+from knowledge.graph.store import GraphWriter
+from knowledge.graph.types import GraphLeg, Neighborhood, Picture, Triplet
 from knowledge.rag.backends import postgres_sql as q
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import NamespaceNotFound
-from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector
+from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector
 
 
 # The chunks of given documents (document primary keys, already known to be the tenant's).
@@ -96,14 +102,26 @@ class PostgresBackend:
         self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
         postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = q.BM25_K1, b: float = q.BM25_B,
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | str | None = None,
+        graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None,
+        on_graph_indexed: Callable[[str], None] | str | None = None, extract_graph: bool = True,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog. ``on_backlog(namespace)``
         is called inside the transaction that left chunks un-indexed (schedule the indexer there,
         on commit); a dotted path names such a function (settings do, so that this layer never
         imports the services above it). Without it, the backlog waits for ``index_backlog``
-        (search stays exact meanwhile)."""
+        (search stays exact meanwhile).
+
+        ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``graph_llm_model``:
+        the LLM extractor's model id, whose cached triples extraction merges in (None: offline only);
+        ``on_graph_indexed(namespace)`` is called in every transaction that extracted chunks (the
+        LLM pass is scheduled there). ``extract_graph=False``: chunks get no graph (removals still
+        take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it."""
         if inline_index_max_chunks < 0:
             raise ValueError("inline_index_max_chunks must be 0 or more")
+        self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
+        self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
+        self.on_graph_indexed = on_graph_indexed
+        self.extract_graph = extract_graph
         self.using = using
         self.inline_index_max_chunks = inline_index_max_chunks
         self.on_backlog = on_backlog
@@ -168,7 +186,7 @@ class PostgresBackend:
             _plan_for_keyed_writes(cursor)
             doc_pks = self._upsert_documents(cursor, tenant_id, ordered)
             pks = list(doc_pks.values())
-            self._stats_remove(cursor, tenant_id, pks)
+            old_chunks = self._stats_remove(cursor, tenant_id, pks)
             cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
             self._copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline)
             self._stats_add(cursor, tenant_id, pks)
@@ -179,7 +197,21 @@ class PostgresBackend:
                     self.on_backlog = import_string(self.on_backlog)
                 self.on_backlog(namespace)
             self._audit(cursor, tenant_id, actor, trigger, "ingest", [p.document.id for p in documents], total)
+            # Last: the graph lock comes after every row lock this transaction takes (see knowledge.graph.store).
+            graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
+            graph.remove(old_chunks)
+            if inline and self.extract_graph:
+                cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS} ORDER BY c.id", [tenant_id, pks])
+                graph.index([row[0] for row in cursor.fetchall()])
+                self._graph_indexed(namespace)
+            graph.finish()
         return total
+
+    def _graph_indexed(self, namespace: str) -> None:
+        if self.on_graph_indexed is not None:
+            if isinstance(self.on_graph_indexed, str):
+                self.on_graph_indexed = import_string(self.on_graph_indexed)
+            self.on_graph_indexed(namespace)
 
     def _upsert_documents(self, cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument]) -> dict[str, int]:
         """Insert or update every document row in one statement; the upsert locks each row.
@@ -283,15 +315,15 @@ class PostgresBackend:
             [tenant_id, *params],
         )
 
-    def _stats_remove(self, cursor: Any, tenant_id: int, doc_pks: list[int]) -> int:
+    def _stats_remove(self, cursor: Any, tenant_id: int, doc_pks: list[int]) -> list[int]:
         """Take these documents' chunks out of postings and statistics (before they are deleted);
-        returns how many chunks they have."""
+        returns their primary keys."""
         # Lock the chunks first: an indexer working on them commits their postings
         # before we read which postings to delete, so none are left behind.
         cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS} ORDER BY c.id FOR UPDATE", [tenant_id, doc_pks])
         chunk_pks = [row[0] for row in cursor.fetchall()]
         if not chunk_pks:
-            return 0  # new documents: nothing to take out
+            return []  # new documents: nothing to take out
         cursor.execute("DELETE FROM knowledge_posting WHERE chunk_id = ANY(%s)", [chunk_pks])
         cursor.execute(
             """
@@ -309,7 +341,7 @@ class PostgresBackend:
             [_vectors_of_documents(tenant_id, doc_pks), tenant_id, len(chunk_pks), tenant_id],
         )
         cursor.execute("DELETE FROM knowledge_termstat WHERE tenant_id = %s AND df <= 0", [tenant_id])
-        return len(chunk_pks)
+        return chunk_pks
 
     def _audit(self, cursor: Any, tenant_id: int, actor: str | None, trigger: Trigger, action: str, document_ids: list[str], chunks: int) -> None:
         cursor.execute(
@@ -330,6 +362,17 @@ class PostgresBackend:
             self._stats_add(cursor, tenant_id, pks)
             self._post(cursor, tenant_id, "c.tenant_id = %s", [tenant_id])
             cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE tenant_id = %s AND NOT indexed", [tenant_id])
+            GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm).rebuild()
+
+    def rebuild_graph(self, namespace: str, *, on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Recompute the namespace's knowledge graph from its indexed chunks, in one transaction;
+        returns the chunks read. ``on_progress(done, total)`` after every batch."""
+        tenant_id = self._tenant_id(namespace)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            count = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm).rebuild(on_progress=on_progress)
+            if count:
+                self._graph_indexed(namespace)
+        return count
 
     # --- the indexing backlog --------------------------------------------------
 
@@ -360,6 +403,11 @@ class PostgresBackend:
             if ids:
                 self._post(cursor, tenant_id, "c.id = ANY(%s)", [ids])  # ids of this tenant's, just locked
                 cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE id = ANY(%s)", [ids])
+                if self.extract_graph:
+                    graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
+                    graph.index(ids)
+                    graph.finish()
+                    self._graph_indexed(namespace)
         return len(ids)
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
@@ -376,12 +424,16 @@ class PostgresBackend:
             )
             rows = cursor.fetchall()
             pks = [r[0] for r in rows]
-            chunks = 0
+            old_chunks: list[int] = []
             if pks:
-                chunks = self._stats_remove(cursor, tenant_id, pks)
+                old_chunks = self._stats_remove(cursor, tenant_id, pks)
                 cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
                 cursor.execute("DELETE FROM knowledge_document WHERE tenant_id = %s AND id = ANY(%s)", [tenant_id, pks])
-            self._audit(cursor, tenant_id, actor, trigger, "delete", [r[1] for r in rows], chunks)
+            self._audit(cursor, tenant_id, actor, trigger, "delete", [r[1] for r in rows], len(old_chunks))
+            if old_chunks:
+                graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
+                graph.remove(old_chunks)
+                graph.finish()
         return len(pks)
 
     # --- reads -----------------------------------------------------------------
@@ -433,6 +485,8 @@ class PostgresBackend:
         return await sync_to_async(self._search, thread_sensitive=True)(query)
 
     def _search(self, query: RAGQuery) -> list[RAGHit]:
+        if query.graph:
+            return self._graph_search(query).hits
         tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
         if tenant_id is None:
             return []  # an unknown namespace holds nothing
@@ -450,15 +504,124 @@ class PostgresBackend:
             rows = self._run_search(query, tenant_id, exact_keyword=exact_keyword, exact_semantic=exact_semantic)
         return [self._hit(query, row) for row in rows]
 
+    # --- the knowledge graph (knowledge.graph) ------------------------------------------
+
+    async def graph_search(self, query: RAGQuery) -> GraphSearchResult:
+        """Hybrid search with the graph leg fused in as a third ranked list (``query.graph``)."""
+        return await sync_to_async(self._graph_search, thread_sensitive=True)(query)
+
+    def _graph_search(self, query: RAGQuery) -> GraphSearchResult:
+        tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
+        if tenant_id is None:
+            return GraphSearchResult([], GraphLeg())
+        # The hybrid list twice as deep as the page (and the protected top), unfiltered by score: fusion
+        # decides the page. Deeper hybrid ranks add little to a graph candidate's fused score (the graph
+        # list's first ranks weigh far more, rank_k 5), and returning them costs a row of text each.
+        depth = min(100, 2 * max(query.limit, self.graph.protect, self.graph.seeds))
+        hybrid = self._search(dataclasses.replace(query, graph=False, limit=depth, min_score=None))
+        where, params = self._where(query)
+        dimension = self._dimension(query)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            leg = graph_sql.graph_leg(
+                cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in hybrid], params=self.graph,
+                where=where, where_params=params, vector=query.vector, model=query.embedding_model or "", dimension=dimension,
+            )
+            known = {h.chunk.chunk_id: h for h in hybrid}
+            missing = [c.chunk_id for c in leg.candidates if c.chunk_id not in known]
+            extra = self._rows_by_id(cursor, tenant_id, missing, query, dimension) if missing else {}
+        fused: dict[str, float] = {h.chunk.chunk_id: float(h.rrf_score or 0.0) for h in hybrid}
+        order = {h.chunk.chunk_id: n for n, h in enumerate(hybrid)}
+        by_graph = {}
+        for rank, candidate in enumerate(leg.candidates, start=1):
+            if candidate.chunk_id in known or candidate.chunk_id in extra:
+                fused[candidate.chunk_id] = fused.get(candidate.chunk_id, 0.0) + self.graph.weight / (self.graph.rank_k + rank)
+                by_graph[candidate.chunk_id] = candidate
+        ranked = sorted(fused, key=lambda cid: (-fused[cid], order.get(cid, len(order)), cid))
+        hits: list[RAGHit] = []
+        for cid in ranked:
+            score = fused[cid]
+            if query.min_score is not None and score < query.min_score:
+                continue
+            base = known.get(cid) or extra[cid]
+            found = by_graph.get(cid)
+            hits.append(dataclasses.replace(
+                base, score=score, rrf_score=score, rrf_rank=len(hits) + 1,
+                graph_score=found.score if found else None, graph_path=found.path if found else None,
+            ))
+            if len(hits) == query.limit:
+                break
+        return GraphSearchResult(hits, leg)
+
+    def _rows_by_id(self, cursor: Any, tenant_id: int, chunk_ids: list[str], query: RAGQuery, dimension: int | None) -> dict[str, RAGHit]:
+        """Hits for chunks only the graph leg found (no keyword score; their cosine similarity when there is a vector)."""
+        params: dict[str, Any] = {"tenant": tenant_id, "ids": chunk_ids, "model": query.embedding_model or ""}
+        if query.vector is not None:
+            params.update(vec=list(query.vector), dim=len(query.vector), vec_text="[" + ",".join(map(repr, query.vector)) + "]")
+        similarity = graph_sql.similarity_sql(dimension, query.vector is not None) if query.vector is not None else "NULL::float8"
+        cursor.execute(
+            f"SELECT {q.CHUNK_COLUMNS}, {similarity} AS sim FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
+            "WHERE c.tenant_id = %(tenant)s AND c.chunk_id = ANY(%(ids)s)",
+            params,
+        )
+        out = {}
+        for row in cursor.fetchall():
+            chunk = self._chunk(query.namespace, row[:8])
+            out[chunk.chunk_id] = RAGHit(chunk, 0.0, semantic_similarity=float(row[8]) if row[8] is not None else None)
+        return out
+
+    def _where(self, query: RAGQuery) -> tuple[str, dict[str, Any]]:
+        """The query's metadata filters and phrase / -word refinements as SQL on alias ``c``, with named parameters."""
+        where, where_params = q.filter_sql(query.filters)
+        kw_where, kw_params = q.keyword_match_sql(q.parse_query(query.text))
+        where_named, extra = _name_params(where, where_params, "flt")
+        kw_named, extra_kw = _name_params(kw_where, kw_params, "ref")
+        return where_named + kw_named, {**extra, **extra_kw}
+
+    async def graph_triplets(self, query: RAGQuery) -> list[Triplet]:
+        """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
+        return await sync_to_async(self._graph_triplets, thread_sensitive=True)(query)
+
+    def _graph_triplets(self, query: RAGQuery) -> list[Triplet]:
+        tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
+        if tenant_id is None:
+            return []
+        seeds = self._search(dataclasses.replace(query, graph=False, limit=self.graph.seeds, min_score=None))
+        where, params = self._where(query)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            return graph_sql.graph_triplets(
+                cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in seeds], limit=query.limit,
+                where=where, where_params=params, params=self.graph,
+            )
+
+    async def graph_neighbors(self, namespace: str, entity: str, *, limit: int) -> Neighborhood:
+        """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
+        return await sync_to_async(self._graph_neighbors, thread_sensitive=True)(namespace, entity, limit)
+
+    def _graph_neighbors(self, namespace: str, entity: str, limit: int) -> Neighborhood:
+        tenant_id = Tenant.objects.using(self.using).filter(slug=namespace).values_list("id", flat=True).first()
+        if tenant_id is None:
+            return Neighborhood(None)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            return graph_sql.graph_neighbors(cursor, tenant_id=tenant_id, name=entity, limit=limit)
+
+    async def graph_picture(self, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
+        """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
+        return await sync_to_async(self._graph_picture, thread_sensitive=True)(namespace, chunk_ids, expand)
+
+    def _graph_picture(self, namespace: str, chunk_ids: Sequence[str], expand: bool) -> Picture:
+        tenant_id = Tenant.objects.using(self.using).filter(slug=namespace).values_list("id", flat=True).first()
+        if tenant_id is None:
+            return Picture()
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            return graph_sql.graph_picture(cursor, tenant_id=tenant_id, chunk_ids=chunk_ids, expand=expand)
+
     def _dimension(self, query: RAGQuery) -> int | None:
         if query.vector is None or not self.has_pgvector():
             return None
         return len(query.vector)
 
     def _run_search(self, query: RAGQuery, tenant_id: int, *, exact_keyword: bool = False, exact_semantic: bool = False) -> list[dict[str, Any]]:
-        where, where_params = q.filter_sql(query.filters)
         parsed = q.parse_query(query.text)
-        kw_where, kw_params = q.keyword_match_sql(parsed)
         dimension = self._dimension(query)
         params: dict[str, Any] = {
             "tenant": tenant_id, "limit": query.limit, "depth": max(self.hybrid_depth, query.limit),
@@ -471,12 +634,9 @@ class PostgresBackend:
         if query.vector is not None:
             params.update(vec=list(query.vector), dim=len(query.vector), vec_text="[" + ",".join(map(repr, query.vector)) + "]")
         # Named and positional parameters cannot mix: inline the filter values as named ones.
-        where_named, extra = _name_params(where, where_params, "flt")
-        kw_named, extra_kw = _name_params(kw_where, kw_params, "ref")
-        params.update(extra)
-        params.update(extra_kw)
         # Phrases and -words refine every leg: a hit never contains an excluded word.
-        where_all = where_named + kw_named
+        where_all, extra = self._where(query)
+        params.update(extra)
         if query.mode is SearchMode.KEYWORD:
             sql = q.keyword_search_sql(where_all, exact=exact_keyword)
         elif query.mode is SearchMode.SEMANTIC:
