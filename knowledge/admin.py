@@ -134,6 +134,15 @@ class DocumentAdmin(TenantScopedAdmin):
         css = {"all": ["knowledge/admin/documents.css"]}
         js = ["knowledge/admin/documents.js"]
 
+    def get_fieldsets(self, request: HttpRequest, obj: Document | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+        # A file's text is edited by replacing the file: DocumentChangeForm has no `text` field then,
+        # and a fieldset naming a field the form lacks is a KeyError (a 500) on the change page.
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not DocumentChangeForm.edits_text(obj):
+            fieldsets = [(name, {**options, "fields": [f for f in options["fields"] if f != "text"]})
+                         for name, options in fieldsets]
+        return fieldsets
+
     # --- list columns ---------------------------------------------------------------------
 
     @admin.display(description="Document", ordering="external_id")

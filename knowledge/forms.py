@@ -115,11 +115,16 @@ class DocumentChangeForm(forms.ModelForm):
         help_texts = {"metadata": METADATA_HELP}
         labels = {"uri": "URI"}
 
+    @staticmethod
+    def edits_text(document: Document) -> bool:
+        """Whether the form edits the document's text: not when its source is a file (replace that)."""
+        return not (document.pk and document.source_file)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         document = self.instance
-        if document.pk and document.source_file:
-            del self.fields["text"]  # its source is a file: replace the file instead
+        if not self.edits_text(document):
+            del self.fields["text"]
         else:
             self.fields["text"].initial = document.source_text or document.text
 

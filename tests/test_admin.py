@@ -16,7 +16,7 @@ from django_q.models import OrmQ
 
 from knowledge import rag
 from knowledge.models import AuditEvent, Document
-from knowledge.services.documents import document_ingest
+from knowledge.services.documents import document_ingest, document_upload_create
 from tests.conftest import World
 from tests.embedders import BagOfWordsEmbedder
 from tests.factories import make_user
@@ -175,6 +175,25 @@ def test_editing_the_text_makes_it_the_pasted_source(staff: World) -> None:
     login(staff.editor).post(change_url(document), {"title": "", "uri": "", "metadata": "{}", "text": "New words."})
     document.refresh_from_db()
     assert (document.source_text, document.text, document.status) == ("New words.", "Old words.", "queued")
+
+
+def test_an_uploaded_files_change_page_opens_and_edits_title_and_file(staff: World, settings) -> None:  # type: ignore[no-untyped-def]
+    [document] = document_upload_create(tenant=staff.acme, files=[SimpleUploadedFile("guide.md", b"# Guide\n\nOld.")], actor="editor")
+    before = document.generation
+    client = login(staff.editor, csrf=True)
+    page = client.get(change_url(document))
+    assert page.status_code == 200  # was a KeyError: the fieldsets named the text field the form drops for files
+    body = page.content.decode()
+    assert 'name="replace_file"' in body and 'name="text"' not in body and "guide.md" in body
+    token = csrf_token(client, change_url(document))
+    response = client.post(change_url(document), {
+        "csrfmiddlewaretoken": token, "title": "The guide", "uri": "", "metadata": "{}",
+        "replace_file": SimpleUploadedFile("guide.md", b"# Guide\n\nNew words."),
+    }, follow=True)
+    assert response.status_code == 200
+    document.refresh_from_db()
+    assert (document.title, document.status, document.generation) == ("The guide", "queued", before + 1)
+    assert document.source_file.read() == b"# Guide\n\nNew words."
 
 
 # --- The list, progress and actions ---------------------------------------------------------------------
