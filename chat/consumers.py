@@ -170,6 +170,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise Refused("invalid", "Type a question first.")
         if len(prompt) > limits.MAX_QUERY_CHARS:
             raise Refused("invalid", f"The question is too long: at most {limits.MAX_QUERY_CHARS:,} characters.")
+        if limits.CONTROL_RE.search(prompt) or limits.UNSTORABLE_RE.search(prompt):
+            raise Refused("invalid", "The question holds characters that are not text (NUL or other control characters).")
         mode = message.get("mode", SessionKind.CHAT)
         if mode not in SessionKind.values:
             raise Refused("invalid", 'mode must be "chat" or "agent".')

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any, cast
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -44,6 +43,7 @@ from chat.models import ChatSession
 from chat.prompting import build_messages
 from chat.selectors import chat_memory
 from chat.services import chat_exchange_record
+from config.db import db_step
 from knowledge import rag
 
 logger = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ async def answer_stream(
     """
     started = time.monotonic()
     # The views load the session with its tenant; anything else pays one query.
-    tenant = session.tenant if ChatSession.tenant.is_cached(session) else await sync_to_async(lambda: session.tenant)()
+    tenant = session.tenant if ChatSession.tenant.is_cached(session) else await db_step(lambda: session.tenant)
     wants_graph = settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search
     try:
         hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph))
@@ -155,7 +155,7 @@ async def answer_stream(
     parts: list[str] = []
     finished: Finished | None = None
     try:
-        memory = await sync_to_async(chat_memory)(session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS)
+        memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS)
         messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
         async with aclosing(stream_chat(messages)) as model_events:
             first_token: float | None = None
@@ -195,8 +195,8 @@ async def answer_stream(
 
     usage = cast(Usage, finished.usage.as_dict())
     try:
-        await sync_to_async(chat_exchange_record)(
-            session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
+        await db_step(
+            chat_exchange_record, session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
             model=f"{finished.provider}/{finished.provider_model}",
         )
     except DatabaseError as exc:

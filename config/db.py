@@ -169,3 +169,32 @@ def install_fork_safety() -> None:
             return
         os.register_at_fork(after_in_child=_forget_inherited_connections)
         _fork_hook_installed = True
+
+
+# --- Long requests: hold a pooled connection only while using it ----------------------------
+
+
+def release_connection() -> None:
+    """Give this thread's connection back to the pool (outside a transaction; inside one it must stay)."""
+    from django.db import connection  # imported here: this module is read by settings, before Django is set up
+
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+async def db_step(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` on the request's database thread, then its connection goes back to the pool.
+
+    A streamed answer lasts seconds to minutes and touches the database only now and then (admission,
+    memory, the stored exchange, agent checkpoints): holding one pooled connection for all of it would
+    let a few dozen streams take the whole pool (``overloaded`` for everyone else).
+    """
+    from asgiref.sync import sync_to_async
+
+    def step() -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            release_connection()
+
+    return await sync_to_async(step)()

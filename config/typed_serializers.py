@@ -124,3 +124,60 @@ def _field(hint: Any, names: Mapping[type, str], **options: Any) -> serializers.
     if hint in _SCALARS:
         return _SCALARS[hint](**options)
     raise TypeError(f"no serializer field for {hint!r}")
+
+
+def typed_json_schema(typed: type) -> dict[str, Any]:
+    """The JSON Schema of a TypedDict, by the same mapping as ``typed_serializer`` (for payloads that are no
+    serializer's body, such as the data of one Server-Sent Event). Raises ``TypeError`` like it does."""
+    if not is_typeddict(typed):
+        raise TypeError(f"{typed!r} is not a TypedDict")
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for key, hint in get_type_hints(typed, include_extras=True).items():
+        needed = key in typed.__required_keys__  # type: ignore[attr-defined]
+        if get_origin(hint) in (NotRequired, Required):
+            needed, hint = get_origin(hint) is Required, get_args(hint)[0]
+        try:
+            properties[key] = _json_schema(hint)
+        except TypeError as exc:
+            raise TypeError(f"{typed.__qualname__}.{key}: {exc}") from None
+        if needed:
+            required.append(key)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _json_schema(hint: Any) -> dict[str, Any]:
+    origin = get_origin(hint)
+    if origin is Annotated:
+        inner, *metadata = get_args(hint)
+        schema = _json_schema(inner)
+        for item in metadata:
+            if isinstance(item, Help):
+                schema = {**schema, "description": item.text}
+        return schema
+    if origin in (Union, types.UnionType):
+        members = [arg for arg in get_args(hint) if arg is not type(None)]
+        if len(members) != 1:
+            raise TypeError(f"only X | None unions are supported, not {hint!r}")
+        return {"anyOf": [_json_schema(members[0]), {"type": "null"}]}
+    if origin is Literal:
+        return {"enum": list(get_args(hint))}
+    if origin is list:
+        (item,) = get_args(hint)
+        return {"type": "array", "items": _json_schema(item)}
+    if origin is dict:
+        key, value = get_args(hint)
+        if key is not str:
+            raise TypeError(f"JSON objects have string keys, not {key!r}")
+        return {"type": "object", "additionalProperties": _json_schema(value)}
+    if is_typeddict(hint):
+        return typed_json_schema(hint)
+    if hint is Any:
+        return {}
+    scalars = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    if hint in scalars:
+        return {"type": scalars[hint]}
+    raise TypeError(f"no JSON Schema for {hint!r}")

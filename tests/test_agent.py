@@ -430,7 +430,7 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"session_id": "session-x", "prompt": "hi", "max_steps": "many"}, "max_steps", "valid integer"),
     ({"session_id": "session-x", "prompt": "hi", "tools": []}, "tools", "server chooses"),
     ({"session_id": "session-x", "prompt": "hi", "model": "gpt-4o"}, "model", "server chooses"),
-    ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Unknown field"),
+    ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Not accepted"),
 ]
 
 

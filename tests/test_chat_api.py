@@ -232,7 +232,12 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"session_id": "session-x", "prompt": "hi", "model": "gpt-4o"}, "model", "server chooses the model"),
     ({"session_id": "session-x", "prompt": "hi", "api_base": "http://evil"}, "api_base", "server chooses"),
     ({"session_id": "session-x", "prompt": "hi", "temperature": 2}, "temperature", "server chooses"),
-    ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Unknown field"),
+    ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Not accepted"),
+    ({"session_id": "session-x", "prompt": "ring \x07 bell"}, "prompt", "control characters"),
+    ({"session_id": "not-a-session", "prompt": "hi"}, "session_id", "Not a session id"),
+    ({"session_id": 5, "prompt": "hi"}, "session_id", "Not a valid string"),
+    ({"session_id": "session-x", "prompt": "hi", "tenant": ""}, "tenant", "Must not be empty"),
+    ({"session_id": "session-x", "prompt": "hi", "graph_search": "yes"}, "graph_search", "valid boolean"),
 ]
 
 

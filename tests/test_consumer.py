@@ -275,6 +275,9 @@ async def test_one_answer_at_a_time_and_malformed_messages_get_an_error(chat_wor
     assert (await refusal({"type": "shout"}))["error"] == "invalid"
     assert await refusal({"type": "ask", "prompt": "   ", "tenant": "acme"}) == {"error": "invalid", "detail": "Type a question first."}
     assert (await refusal({"type": "ask", "prompt": "x" * 16_385, "tenant": "acme"}))["detail"].startswith("The question is too long")
+    for prompt in ("a\x00b", "bell\x07", "lone \ud800 surrogate"):
+        assert (await refusal({"type": "ask", "prompt": prompt, "tenant": "acme"}))["detail"].startswith("The question holds characters")
+    assert not await sync_to_async(Turn.objects.filter(content__startswith="bell").exists)()
     assert (await refusal({"type": "ask", "prompt": "hi", "mode": "oracle", "tenant": "acme"}))["error"] == "invalid"
     assert (await refusal({"type": "ask", "prompt": "hi", "session_id": 42, "tenant": "acme"}))["error"] == "not_found"
     assert (await refusal({"type": "history", "session_id": "session-nope", "tenant": "acme"}))["error"] == "not_found"

@@ -31,7 +31,6 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 
@@ -50,6 +49,7 @@ from chat.agent.tools import ParsedCall, Source, Toolbox, ToolOutcome, tool_spec
 from chat.events import AGENT_ERRORS, Citation, Usage
 from chat.llm import CatalogError, ModelUnavailable, ReasoningDelta, TextDelta
 from chat.models import AgentRun, ChatSession, StopReason
+from config.db import db_step
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _check_request(*, max_steps: int, prompt: str | None = None) -> None:
 
 async def _tenant_of(session: ChatSession) -> Any:
     # The views load the session with its tenant; anything else pays one query.
-    return session.tenant if ChatSession.tenant.is_cached(session) else await sync_to_async(lambda: session.tenant)()
+    return session.tenant if ChatSession.tenant.is_cached(session) else await db_step(lambda: session.tenant)
 
 
 async def agent_stream(
@@ -142,7 +142,7 @@ async def agent_stream(
         return agent_run_start(session=session, prompt=prompt, memory=memory, max_steps=max_steps, graph_search=graph_search)
 
     try:
-        run = await sync_to_async(begin)()
+        run = await db_step(begin)
     except DatabaseError as exc:
         logger.error("agent run not started: %s", type(exc).__name__)
         yield {"event": "error", "data": {"error": "database_unavailable", "detail": AGENT_ERRORS["database_unavailable"]}}
@@ -254,8 +254,8 @@ class _Invocation:
             # A finished run keeps its answer in the conversation; a resumable one continues researching instead.
             self.progress.messages.append({"role": "assistant", "content": answer})
         try:
-            await sync_to_async(agent_run_answer)(
-                run=run, progress=self.progress, stop_reason=stop_reason, answer=answer, citations=citations
+            await db_step(
+                agent_run_answer, run=run, progress=self.progress, stop_reason=stop_reason, answer=answer, citations=citations
             )
         except DatabaseError as exc:
             logger.error("agent run %s: the answer was not stored: %s", run.public_id, type(exc).__name__)
@@ -363,7 +363,7 @@ class _Invocation:
             records.append(record)
         self.progress.steps.append({"step": step, "turn": self.progress.turns, "calls": records})
         self.progress.tool_call_count += len(calls)
-        await sync_to_async(agent_run_checkpoint)(run=self.run, progress=self.progress)
+        await db_step(agent_run_checkpoint, run=self.run, progress=self.progress)
         for record in records:
             data: ToolResultData = {"step": step, "id": record["id"], "tool": record["tool"], "ok": record["ok"],
                                     "chunk_ids": record["chunk_ids"]}
@@ -410,8 +410,8 @@ class _Invocation:
     async def _save_stop(self, stop_reason: str, error: str) -> bool:
         """Record the stop (progress so far: completed steps only); best effort, it may run while cancelled."""
         try:
-            await asyncio.shield(sync_to_async(agent_run_stop)(
-                run=self.run, progress=self.progress, stop_reason=stop_reason, error=error,
+            await asyncio.shield(db_step(
+                agent_run_stop, run=self.run, progress=self.progress, stop_reason=stop_reason, error=error,
             ))
         except DatabaseError as exc:
             logger.error("agent run %s: the stop was not stored: %s", self.run.public_id, type(exc).__name__)

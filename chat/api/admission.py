@@ -13,11 +13,13 @@ error shape.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -26,6 +28,10 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, resolve_tenant_context
 from accounts.permissions import IsTenantReader
+from config.serializers import ClosedSerializer, StrictCharField
+from knowledge.rag import limits
+from knowledge.rag.errors import RAGValidationError
+from knowledge.rag.types import check_characters
 
 T = TypeVar("T")
 V = TypeVar("V", bound=Callable[..., Any])
@@ -36,6 +42,7 @@ SERVER_OWNED = frozenset({
     "tool_choice", "functions", "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop",
     "messages", "system", "template", "prompt_template", "fallbacks", "num_retries", "timeout",
 })
+STEERING_REFUSED = "Not accepted: the server chooses the model, credentials, base URL, headers, tools and sampling."
 
 
 class AsyncEndpointApi(APIView):
@@ -56,24 +63,58 @@ class AsyncEndpointApi(APIView):
         raise exceptions.MethodNotAllowed("POST", detail="Served by an async view.")
 
 
-class ClosedInputSerializer(serializers.Serializer):
-    """Request bodies of chat and agent: unknown fields are errors (callers cannot smuggle
-    model, credentials or sampling options), and a prompt of only whitespace is blank."""
+SESSION_ID_PATTERN = r"^session-[A-Za-z0-9_-]{1,32}$"
+RUN_ID_PATTERN = r"^run-[A-Za-z0-9_-]{1,32}$"
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+_RUN_ID = re.compile(RUN_ID_PATTERN)
 
-    def validate_prompt(self, value: str) -> str:
-        if not value.strip():
-            raise serializers.ValidationError("This field may not be blank.")
+
+def is_session_id(value: object) -> bool:
+    """Whether ``value`` could be a session's public id (anything else cannot exist: 404 without a query)."""
+    return isinstance(value, str) and bool(_SESSION_ID.fullmatch(value))
+
+
+def is_run_id(value: object) -> bool:
+    return isinstance(value, str) and bool(_RUN_ID.fullmatch(value))
+
+
+@extend_schema_field({"type": "string", "pattern": SESSION_ID_PATTERN, "maxLength": 40,
+                      "description": "A session's id (session-...), as its creation returned it."})
+class SessionIdField(StrictCharField):
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not is_session_id(value):
+            raise serializers.ValidationError("Not a session id: session-... as POST /v1/chat/sessions or /v1/agent/sessions returns it.")
         return value
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        extra = sorted(set(self.initial_data) - set(self.fields)) if isinstance(self.initial_data, dict) else []
-        if extra:
-            raise serializers.ValidationError({
-                key: ["Not accepted: the server chooses the model, credentials, base URL, headers, tools and sampling."]
-                if key in SERVER_OWNED else ["Unknown field."]
-                for key in extra
-            })
-        return attrs
+
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": limits.MAX_QUERY_CHARS, "pattern": limits.NON_BLANK_TEXT_PATTERN,
+                      "description": "The question: not blank, no control characters but tab and line breaks."})
+class PromptField(StrictCharField):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        try:
+            check_characters("prompt", value, limits.CONTROL_RE)
+        except RAGValidationError as exc:
+            raise serializers.ValidationError(exc.message) from None
+        return value
+
+
+class ClosedInputSerializer(ClosedSerializer):
+    """Request bodies of chat and agent: unknown fields are refused like everywhere else, and the
+    ones a caller might try in order to steer the model say why (the server chooses them)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            steering = sorted((set(data) - set(self.fields)) & SERVER_OWNED)
+            if steering:
+                raise serializers.ValidationError({key: [STEERING_REFUSED] for key in steering})
+        return super().to_internal_value(data)
 
 
 def admit(

@@ -13,10 +13,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -36,24 +35,34 @@ from chat.agent import (
     collect_agent,
 )
 from chat.agent.events import AgentErrorData, AgentEvent, AgentResponse, ToolCallSummary
-from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, admit, serves
+from chat.api.admission import (
+    AsyncEndpointApi,
+    ClosedInputSerializer,
+    PromptField,
+    SessionIdField,
+    admit,
+    is_run_id,
+    serves,
+)
 from chat.api.chat import (
     COMPONENTS,
     ERROR_RESPONSES,
-    SSE_RESPONSE,
     ChatErrorSerializer,
     ChatSessionInputSerializer,
     ChatSessionOutputSerializer,
     private,
     session_created,
+    session_input,
     sse_response,
+    sse_schema,
     unavailable,
 )
 from chat.models import AgentRun, ChatSession, SessionKind
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
+from config.db import db_step
+from config.serializers import StrictBooleanField, StrictIntegerField, TenantField
 from config.typed_serializers import typed_serializer
-from knowledge.rag import limits
 
 AgentCompletionOutputSerializer = typed_serializer(
     AgentResponse, name="AgentCompletionOutput", names={**COMPONENTS, ToolCallSummary: "AgentToolCall"}
@@ -68,6 +77,7 @@ class AgentSessionCreateApi(APIView):
                    summary="Start an agent session")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
+        session_input(request)
         session = chat_session_create(tenant=ctx.tenant, principal=ctx.principal, kind=SessionKind.AGENT)
         return session_created({
             "session_id": session.public_id, "greeting": agent_greeting(tenant_name=ctx.tenant.name or ctx.tenant.slug),
@@ -75,26 +85,32 @@ class AgentSessionCreateApi(APIView):
 
 
 class _AgentRunInputSerializer(ClosedInputSerializer):
-    session_id = serializers.CharField(max_length=40, help_text="From POST /v1/agent/sessions.")
-    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
-    graph_search = serializers.BooleanField(
+    session_id = SessionIdField(help_text="From POST /v1/agent/sessions.")
+    tenant = TenantField()
+    graph_search = StrictBooleanField(
         default=False, help_text="Offer the model the graph tools too (graph_triplet_search, graph_neighbors), and give "
                                  "hybrid_search the knowledge graph's leg; false removes both.",
     )
-    max_steps = serializers.IntegerField(
+    max_steps = StrictIntegerField(
         min_value=1, max_value=MAX_STEPS_LIMIT, default=DEFAULT_MAX_STEPS,
         help_text="Tool-using steps this invocation may take before the model must answer (1-8).",
     )
-    stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
+    stream = StrictBooleanField(default=False, help_text="true: answer as Server-Sent Events.")
 
 
 class AgentCompletionInputSerializer(_AgentRunInputSerializer):
-    prompt = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
+    prompt = PromptField()
 
 
 class AgentResumeInputSerializer(_AgentRunInputSerializer):
     pass
 
+
+AGENT_SSE_RESPONSE = OpenApiResponse(
+    sse_schema(AgentEvent, "Server-Sent Events (stream: true): frames `event: <name>\\ndata: <json>\\n\\n`; "
+                           "`x-sse-events` gives each event's data."),
+    description="Server-Sent Events (stream: true).",
+)
 
 AGENT_DESCRIPTION = """\
 The agent answers in several steps: the model calls read-only retrieval tools over the caller's tenant
@@ -115,7 +131,7 @@ stop_reason?}`). Responses are never cacheable (`Cache-Control: no-store`).
 
 _AGENT_RESPONSES: dict[Any, Any] = {
     (200, "application/json"): AgentCompletionOutputSerializer,
-    (200, "text/event-stream"): SSE_RESPONSE,
+    (200, "text/event-stream"): AGENT_SSE_RESPONSE,
     **ERROR_RESPONSES,
     503: OpenApiResponse(AgentErrorSerializer, description="The model failed or the run timed out (stream: false); "
                                                            "the body names the run to resume."),
@@ -128,6 +144,8 @@ _AGENT_RESPONSES: dict[Any, Any] = {
 ))
 class AgentCompletionApi(AsyncEndpointApi):
     """Access rules and schema of ``POST /v1/agent/completions``; requests are served by ``agent_completions``."""
+
+    throttle_scope = "agent"
 
 
 class RunNotResumableError(exceptions.APIException):
@@ -147,6 +165,8 @@ class RunNotResumableError(exceptions.APIException):
 ))
 class AgentResumeApi(AsyncEndpointApi):
     """Access rules and schema of ``POST /v1/agent/runs/{run_id}/resume``; served by ``agent_run_resume``."""
+
+    throttle_scope = "agent"
 
 
 @dataclass(frozen=True)
@@ -177,6 +197,8 @@ def _admit_resume(request: Request, ctx: TenantContext, *, run_id: str) -> Agent
     data.is_valid(raise_exception=True)
     v = data.validated_data
     session = _agent_session(ctx, v["session_id"])
+    if not is_run_id(run_id):
+        raise exceptions.NotFound()  # no run could have this id
     runs = agent_runs_of(tenant=ctx.tenant, principal=ctx.principal).filter(session=session)
     run: AgentRun = get_for_tenant(runs, tenant=ctx.tenant, public_id=run_id)
     try:
@@ -199,7 +221,7 @@ async def _respond(admitted: AgentAdmission, events: AsyncIterator[AgentEvent]) 
 
 @serves(AgentCompletionApi)
 async def agent_completions(request: HttpRequest) -> HttpResponse:
-    admitted = await sync_to_async(admit)(AgentCompletionApi, request, _admit_completion)
+    admitted = await db_step(admit, AgentCompletionApi, request, _admit_completion)
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     events = agent_stream(session=admitted.session, prompt=admitted.prompt, max_steps=admitted.max_steps,
@@ -209,7 +231,7 @@ async def agent_completions(request: HttpRequest) -> HttpResponse:
 
 @serves(AgentResumeApi)
 async def agent_run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
-    admitted = await sync_to_async(admit)(AgentResumeApi, request, _admit_resume, run_id=run_id)
+    admitted = await db_step(admit, AgentResumeApi, request, _admit_resume, run_id=run_id)
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     assert admitted.run is not None

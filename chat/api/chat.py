@@ -11,28 +11,27 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantReader
-from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, admit, serves
-from chat.events import ChatResponse, Citation, ErrorData, Message, SessionCreated, Usage, sse_frame
+from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, PromptField, SessionIdField, admit, serves
+from chat.events import ChatEvent, ChatResponse, Citation, ErrorData, Message, SessionCreated, Usage, sse_frame
 from chat.models import ChatSession
 from chat.pipeline import ChatFailed, answer, answer_stream
 from chat.prompting import greeting
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
-from config.typed_serializers import typed_serializer
-from knowledge.rag import limits
+from config.db import db_step
+from config.serializers import ClosedSerializer, StrictBooleanField, TenantField
+from config.typed_serializers import typed_json_schema, typed_serializer
 
 NO_STORE = "no-store"
 # Component names of the shapes nested in chat and agent responses, as the schema has always called them.
@@ -74,8 +73,17 @@ def session_created(body: SessionCreated) -> Response:
 # --- sessions ----------------------------------------------------------------------------
 
 
-class ChatSessionInputSerializer(serializers.Serializer):
-    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
+class ChatSessionInputSerializer(ClosedSerializer):
+    tenant = TenantField()
+
+
+def session_input(request: Request) -> None:
+    """Check a session-creation body: none, or a JSON object with at most ``tenant``.
+
+    An absent body parses to an empty mapping; JSON ``null`` or any other non-object is refused.
+    """
+    data = request.data
+    ChatSessionInputSerializer(data={} if isinstance(data, dict) and not data else data).is_valid(raise_exception=True)
 
 
 class ChatSessionCreateApi(APIView):
@@ -85,6 +93,7 @@ class ChatSessionCreateApi(APIView):
                    summary="Start a chat session")
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)
+        session_input(request)
         session = chat_session_create(tenant=ctx.tenant, principal=ctx.principal)
         return session_created({
             "session_id": session.public_id, "greeting": greeting(tenant_name=ctx.tenant.name or ctx.tenant.slug),
@@ -95,11 +104,11 @@ class ChatSessionCreateApi(APIView):
 
 
 class ChatCompletionInputSerializer(ClosedInputSerializer):
-    session_id = serializers.CharField(max_length=40, help_text="From POST /v1/chat/sessions.")
-    prompt = serializers.CharField(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False)
-    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
-    stream = serializers.BooleanField(default=False, help_text="true: answer as Server-Sent Events.")
-    graph_search = serializers.BooleanField(
+    session_id = SessionIdField(help_text="From POST /v1/chat/sessions.")
+    prompt = PromptField()
+    tenant = TenantField()
+    stream = StrictBooleanField(default=False, help_text="true: answer as Server-Sent Events.")
+    graph_search = StrictBooleanField(
         allow_null=True, default=None,
         help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request: true adds the knowledge graph's leg to "
                   "hybrid retrieval (passages reached through the entities of the question and its top passages, each "
@@ -125,7 +134,22 @@ Responses are never cacheable (`Cache-Control: no-store`).
 ERROR_RESPONSES: dict[Any, Any] = {
     400: ChatErrorSerializer, 401: ChatErrorSerializer, 403: ChatErrorSerializer, 404: ChatErrorSerializer,
 }
-SSE_RESPONSE = OpenApiResponse(OpenApiTypes.STR, description="Server-Sent Events (stream: true).")
+def sse_schema(events: Any, description: str) -> dict[str, Any]:
+    """The schema of a ``text/event-stream`` body: a string of frames, with each event's ``data`` payload
+    described (``x-sse-events``: event name -> JSON Schema), derived from the stream's event TypedDicts."""
+    payloads: dict[str, Any] = {}
+    for event in get_args(events):
+        hints = get_type_hints(event)
+        (name,) = get_args(hints["event"])
+        payloads[name] = typed_json_schema(hints["data"])
+    return {"type": "string", "description": description, "x-sse-events": payloads}
+
+
+SSE_RESPONSE = OpenApiResponse(
+    sse_schema(ChatEvent, "Server-Sent Events (stream: true): frames `event: <name>\\ndata: <json>\\n\\n`; "
+                          "`x-sse-events` gives each event's data."),
+    description="Server-Sent Events (stream: true).",
+)
 
 
 @extend_schema_view(post=extend_schema(
@@ -141,6 +165,8 @@ SSE_RESPONSE = OpenApiResponse(OpenApiTypes.STR, description="Server-Sent Events
 ))
 class ChatCompletionApi(AsyncEndpointApi):
     """Access rules and schema of ``POST /v1/chat/completions``; requests are served by ``chat_completions``."""
+
+    throttle_scope = "chat"
 
 
 @dataclass(frozen=True)
@@ -162,7 +188,7 @@ def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
 
 @serves(ChatCompletionApi)
 async def chat_completions(request: HttpRequest) -> HttpResponse:
-    admitted = await sync_to_async(admit)(ChatCompletionApi, request, _admit_completion)
+    admitted = await db_step(admit, ChatCompletionApi, request, _admit_completion)
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     if admitted.stream:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
@@ -23,13 +23,22 @@ from rest_framework.views import APIView
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantReader
 from chat.agent.selectors import RunDetail, agent_run_detail, agent_runs_of
-from chat.api.admission import ClosedInputSerializer
+from chat.api.admission import ClosedInputSerializer, is_run_id, is_session_id
 from chat.api.agent import AgentSessionCreateApi
 from chat.api.chat import COMPONENTS, NO_STORE, ChatErrorSerializer, ChatSessionCreateApi
 from chat.models import ChatSession, SessionKind
-from chat.selectors import SessionListItem, Transcript, chat_session_item, chat_session_page, chat_sessions_of, chat_transcript
+from chat.selectors import (
+    SessionListItem,
+    Transcript,
+    chat_session_item,
+    chat_session_page,
+    chat_sessions_of,
+    chat_transcript,
+)
 from chat.services import TITLE_MAX_CHARS, chat_session_delete, chat_session_rename
+from config.serializers import StrictCharField, TenantField
 from config.typed_serializers import typed_serializer
+from knowledge.rag import limits
 
 PAGE_LIMIT = 100
 MAX_OFFSET = 1_000_000  # far past any real list; keeps OFFSET a small integer for the database
@@ -49,13 +58,22 @@ class SessionPageSerializer(serializers.Serializer):
 class SessionListQuerySerializer(ClosedInputSerializer):
     limit = serializers.IntegerField(min_value=1, max_value=PAGE_LIMIT, default=20)
     offset = serializers.IntegerField(min_value=0, max_value=MAX_OFFSET, default=0)
-    tenant = serializers.CharField(required=False, help_text="Tenant slug; default: the token's tenant, or DEFAULT.")
+    tenant = TenantField()
+
+
+@extend_schema_field({"type": "string", "maxLength": TITLE_MAX_CHARS, "pattern": limits.LINE_PATTERN})
+class TitleField(StrictCharField):
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if limits.LINE_CONTROL_RE.search(value) or limits.UNSTORABLE_RE.search(value):
+            raise serializers.ValidationError("Must be one line of text, without control characters.")
+        return value
 
 
 class SessionRenameSerializer(ClosedInputSerializer):
-    title = serializers.CharField(max_length=TITLE_MAX_CHARS, allow_blank=True, trim_whitespace=False,
-                                  help_text="Blank: go back to the title derived from the first question.")
-    tenant = serializers.CharField(required=False)
+    title = TitleField(max_length=TITLE_MAX_CHARS, allow_blank=True, trim_whitespace=False,
+                       help_text="Blank: go back to the title derived from the first question. One line.")
+    tenant = TenantField()
 
 
 ERRORS: dict[int, Any] = {400: ChatErrorSerializer, 401: ChatErrorSerializer, 403: ChatErrorSerializer, 404: ChatErrorSerializer}
@@ -82,15 +100,15 @@ def _page(request: Request, kind: SessionKind) -> Response:
 
 
 class ChatSessionsApi(ChatSessionCreateApi):
-    @extend_schema(parameters=[SessionListQuerySerializer], responses={200: SessionPageSerializer, **ERRORS},
-                   summary="List your chat sessions, newest first")
+    @extend_schema(operation_id="chat_sessions_list", parameters=[SessionListQuerySerializer],
+                   responses={200: SessionPageSerializer, **ERRORS}, summary="List your chat sessions, newest first")
     def get(self, request: Request) -> Response:
         return _page(request, SessionKind.CHAT)
 
 
 class AgentSessionsApi(AgentSessionCreateApi):
-    @extend_schema(parameters=[SessionListQuerySerializer], responses={200: SessionPageSerializer, **ERRORS},
-                   summary="List your agent sessions, newest first")
+    @extend_schema(operation_id="agent_sessions_list", parameters=[SessionListQuerySerializer],
+                   responses={200: SessionPageSerializer, **ERRORS}, summary="List your agent sessions, newest first")
     def get(self, request: Request) -> Response:
         return _page(request, SessionKind.AGENT)
 
@@ -101,6 +119,8 @@ class _SessionDetailApi(APIView):
 
     def _session(self, request: Request, session_id: str) -> tuple[TenantContext, ChatSession]:
         ctx = resolve_tenant_context(request)
+        if not is_session_id(session_id):
+            raise exceptions.NotFound()  # no session could have this id (a NUL, a path): no query either
         sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal, kind=self.kind)
         return ctx, get_for_tenant(sessions, tenant=ctx.tenant, public_id=session_id)
 
@@ -111,12 +131,14 @@ class _SessionDetailApi(APIView):
         return _private(chat_transcript(session=session))
 
     @extend_schema(request=SessionRenameSerializer, responses={200: SessionListItemSerializer, **ERRORS},
-                   summary="Rename one of your sessions")
+                   summary="Rename one of your sessions (an empty object changes nothing)")
     def patch(self, request: Request, session_id: str) -> Response:
         ctx, session = self._session(request, session_id)
-        data = SessionRenameSerializer(data=request.data)
+        # A PATCH names what changes: an object without a title changes nothing.
+        data = SessionRenameSerializer(data=request.data, partial=True)
         data.is_valid(raise_exception=True)
-        session = chat_session_rename(session=session, title=data.validated_data["title"])
+        if "title" in data.validated_data:
+            session = chat_session_rename(session=session, title=data.validated_data["title"])
         return _private(chat_session_item(session=session))
 
     @extend_schema(responses={204: None, **ERRORS}, summary="Delete one of your sessions with everything in it")
@@ -140,6 +162,8 @@ class AgentRunDetailApi(APIView):
     @extend_schema(responses={200: RunDetailSerializer, **ERRORS}, summary="Read one of your agent runs: status, steps, answer")
     def get(self, request: Request, run_id: str) -> Response:
         ctx = resolve_tenant_context(request)
+        if not is_run_id(run_id):
+            raise exceptions.NotFound()
         runs = agent_runs_of(tenant=ctx.tenant, principal=ctx.principal).select_related("session")
         run = get_for_tenant(runs, tenant=ctx.tenant, public_id=run_id)
         return _private(agent_run_detail(run=run))
