@@ -14,6 +14,17 @@ export PYTHONUNBUFFERED := 1
 
 .PHONY: run stop test setup help
 
+# Debian packages from apt-get: Tesseract reads scanned PDFs and images (knowledge/extraction/ocr.py;
+# `make setup` and `make run` install it), and the browser tests (tests/e2e) drive Debian's Chromium,
+# never a browser a tool downloads. Installed as root or through passwordless sudo; the package
+# lists are refreshed only when they do not know the package or are too stale to fetch it.
+CHROMIUM  := /usr/bin/chromium
+TESSERACT := /usr/bin/tesseract
+APT_GET   := env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
+
+# (Defined before the rules that name them: make expands a rule's prerequisites when it reads the rule.)
+
+
 help:
 	@echo "make run   - install, start PostgreSQL, migrate, seed the demo, serve on http://127.0.0.1:$${PORT:-8000}"
 	@echo "make stop  - stop the embedded PostgreSQL that make run leaves running"
@@ -43,14 +54,6 @@ run: $(STAMP) $(TESSERACT)
 # The embedded PostgreSQL outlives `make run` (the next start reuses it); this stops it.
 stop: $(STAMP)
 	@$(PY) -m config.embedded_db stop
-
-# Debian packages from apt-get: Tesseract reads scanned PDFs and images (knowledge/extraction/ocr.py;
-# `make setup` and `make run` install it), and the browser tests (tests/e2e) drive Debian's Chromium,
-# never a browser a tool downloads. Installed as root or through passwordless sudo; the package
-# lists are refreshed only when they do not know the package or are too stale to fetch it.
-CHROMIUM  := /usr/bin/chromium
-TESSERACT := /usr/bin/tesseract
-APT_GET   := env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
 
 # $(call apt_install,PATH,PACKAGE,WHAT FOR)
 define apt_install
