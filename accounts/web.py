@@ -35,6 +35,17 @@ def content_security_policy(request: HttpRequest) -> str:
     )
 
 
+def content_security_policy_for_redoc(request: HttpRequest) -> str:
+    """The pages' policy with what Redoc needs, for /v1/redoc only.
+
+    Redoc renders through styled-components, which writes <style> elements at run time, and
+    runs its search index in a worker it builds from its own bundle as a blob: URL. Scripts
+    stay 'self' only: no inline or injected script can run.
+    """
+    return content_security_policy(request).replace(
+        "style-src 'self'", "style-src 'self' 'unsafe-inline'; worker-src 'self' blob:", 1)
+
+
 # For responses that are not pages (JSON, scripts): nothing may be loaded, framed or submitted.
 API_CONTENT_SECURITY_POLICY = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 

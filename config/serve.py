@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -46,7 +47,7 @@ def banner(saved: dict[str, str], base: str) -> str:
         "Quarry is running (Ctrl-C stops the web server and the worker; `make stop` stops the database):",
         f"  web chat   {base}/",
         f"  admin      {base}/admin/   login {saved.get('username', '')} / {saved.get('password', '')}",
-        f"  API docs   {base}/v1/docs",
+        f"  API docs   {base}/v1/docs   (and {base}/v1/redoc)",
         f"  API token  {token}   (tenant {saved.get('tenant', '')}, role admin)",
         f"  try        curl -H 'Authorization: Bearer {token}' {base}/v1/me",
         "",
@@ -74,10 +75,22 @@ def _forward(stream: IO[bytes] | None, ready: threading.Event) -> None:
     ready.set()  # the worker ended: main() notices and stops
 
 
+def _port_taken(host: str, port: int) -> bool:
+    """Whether something already listens on ``host:port`` (another ``make run``, say)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.settimeout(1)
+        return probe.connect_ex((host, port)) == 0
+
+
 def main() -> int:
     load_development_env()  # the same DEBUG and SECRET_KEY as the README's manage.py commands
     port = int(os.environ.get("PORT", "8000"))
     host = os.environ.get("QUARRY_HOST", "127.0.0.1")
+    if _port_taken(host, port):
+        # Uvicorn would fail after the worker started and the message would scroll past in its log.
+        print(f"[serve] {host}:{port} is already in use (another `make run`?): stop it, or choose another port "
+              f"with PORT=8001 make run", file=sys.stderr)
+        return 1
     children: dict[str, subprocess.Popen[bytes]] = {}
     stopping = False
 

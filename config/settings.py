@@ -14,6 +14,7 @@ Variables (all optional unless noted):
 from __future__ import annotations
 
 import os
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -78,6 +79,11 @@ INSTALLED_APPS = [
     "knowledge",
     "chat",
 ]
+
+# WhiteNoise serves static files through a synchronous file iterator, which Django's ASGI handler
+# reads in a thread and warns about on every large file (Redoc's bundle). Expected, not a fault.
+warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume synchronous iterators",
+                        module="django.core.handlers.asgi")
 
 MIDDLEWARE = [
     "config.middleware.RequestIdMiddleware",

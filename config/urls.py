@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from accounts import api as accounts_api
 from chat.api import agent as agent_api
 from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
 from knowledge import api as knowledge_api
+from accounts.web import content_security_policy_for_redoc
 from config import views
+
+
+class RedocView(SpectacularRedocView):
+    """Redoc under the page policy plus the inline styles and blob: worker its renderer needs."""
+
+    @extend_schema(exclude=True)  # a page, not an operation (the parent's get says so; this override must too)
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().get(request, *args, **kwargs)
+        response["Content-Security-Policy"] = content_security_policy_for_redoc(request)
+        return response
 
 api_v1 = [
     path("me", accounts_api.MeApi.as_view(), name="me"),
@@ -35,6 +50,8 @@ api_v1 = [
     path("schema", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
     # The split view serves Swagger UI's set-up as a script file: the Content-Security-Policy allows no inline script.
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="docs"),
+    # Redoc from the sidecar's static files; templates/drf_spectacular/redoc.html drops the stock page's web fonts.
+    path("redoc", RedocView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="redoc"),
 ]
 
 # Under /v1/ these answer in the API's JSON error shape, elsewhere with the HTML pages.

@@ -97,3 +97,23 @@ def test_the_api_docs_render_from_static_files_under_the_policy(context: Browser
     assert all(url.startswith(base) for url in requested), [url for url in requested if not url.startswith(base)]
     assert any("/static/drf_spectacular_sidecar/" in url for url in requested)
     assert seen.messages == []
+
+
+def test_redoc_renders_from_static_files_under_the_policy(context: BrowserContext, base: str) -> None:
+    page = context.new_page()
+    seen = Violations(page)
+    answered: list[str] = []  # responses: requests that went over the network (blob: is Redoc's own search worker)
+    blocked: list[str] = []
+    page.on("response", lambda response: response.url.startswith("blob:") or answered.append(response.url))
+    page.on("requestfailed", lambda request: blocked.append(request.url))
+    docs = page.goto("/v1/redoc")
+    assert docs is not None
+    policy = docs.headers["content-security-policy"]
+    assert "script-src 'self';" in policy and "img-src 'self' data:" in policy
+    expect(page.locator("h1", has_text="Quarry API")).to_be_visible()
+    expect(page.get_by_text("/v1/search").first).to_be_attached()
+    assert all(url.startswith(base) for url in answered), [url for url in answered if not url.startswith(base)]
+    assert any("/static/drf_spectacular_sidecar/redoc" in url for url in answered)
+    # Redoc's footer always asks for its logo from a CDN; the policy refuses it before any request leaves.
+    assert [url for url in blocked if not url.startswith(base)] in ([], ["https://cdn.redoc.ly/redoc/logo-mini.svg"])
+    assert [m for m in seen.messages if "cdn.redoc.ly" not in m] == []
