@@ -147,7 +147,9 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Document", ordering="external_id")
     def label(self, obj: Document) -> str:
-        return state.document_label(obj) if state.document_label(obj) == obj.external_id else f"{state.document_label(obj)} ({obj.external_id})"
+        # The title (typed, or taken from the file) names it; the id, often the file name, follows.
+        name = obj.title or obj.source_name or obj.external_id
+        return name if name == obj.external_id else f"{name} ({obj.external_id})"
 
     @admin.display(description="Status", ordering="status")
     def status_progress(self, obj: Document) -> str:

@@ -194,6 +194,7 @@ def test_an_uploaded_files_change_page_opens_and_edits_title_and_file(staff: Wor
     document.refresh_from_db()
     assert (document.title, document.status, document.generation) == ("The guide", "queued", before + 1)
     assert document.source_file.read() == b"# Guide\n\nNew words."
+    assert "The guide (guide.md)" in client.get(CHANGELIST).content.decode()  # listed by its title, then its id
 
 
 # --- The list, progress and actions ---------------------------------------------------------------------
