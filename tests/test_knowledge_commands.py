@@ -77,7 +77,7 @@ def test_evaluate_prints_json_per_mode_and_reuses_embeddings(db: None, tmp_path:
     assert report["dataset"] == tmp_path.name and set(report["modes"]) == {"keyword", "semantic", "hybrid"}
     for mode, figures in report["modes"].items():
         assert figures["queries"] == 2
-        assert set(figures) == {"ndcg@10", "recall@100", "p50_ms", "p95_ms", "queries"}
+        assert set(figures) == {"ndcg@10", "recall@5", "recall@10", "recall@100", "all@10", "p50_ms", "p95_ms", "queries"}
         assert figures["recall@100"] == 1.0, mode  # three documents: everything relevant is retrieved
     assert report["modes"]["semantic"]["ndcg@10"] == 1.0
     chunks_before = list(Chunk.objects.values_list("id", flat=True))
