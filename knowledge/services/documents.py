@@ -340,14 +340,21 @@ DEMO_DIR = Path(__file__).resolve().parent.parent / "demo"
 def demo_corpus_ingest(*, tenant: Tenant, actor: str = "demo") -> int:
     """Index the Markdown files in ``knowledge/demo`` (about Quarry itself) into ``tenant``.
 
-    Re-running is cheap: unchanged chunks are not embedded again.
+    Returns how many chunks the demo documents have in the tenant. Re-running (every ``make
+    run`` does) re-indexes only files that changed: a ready document with the same text, title,
+    URI and metadata keeps its version, so editors do not see demo versions climb.
     """
     documents = []
     for path in sorted(DEMO_DIR.glob("*.md")):
         text = path.read_text(encoding="utf-8")
         title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), path.stem)
         documents.append(rag.RAGDocument(f"demo/{path.stem}", text, title=title, uri=f"quarry:demo/{path.name}", metadata={"source": "demo"}))
-    return document_ingest(tenant=tenant, documents=documents, actor=actor)
+    current = Document.objects.filter(tenant=tenant, external_id__in=[d.id for d in documents], status=DocumentStatus.READY)
+    indexed = {d.external_id: d for d in current.only("external_id", "text", "title", "uri", "metadata", "chunk_count")}
+    changed = [d for d in documents if (d.id not in indexed or (indexed[d.id].text, indexed[d.id].title, indexed[d.id].uri,
+                                                                 indexed[d.id].metadata) != (d.text, d.title, d.uri, d.metadata))]
+    kept = sum(indexed[d.id].chunk_count for d in documents if d not in changed)
+    return kept + (document_ingest(tenant=tenant, documents=changed, actor=actor) if changed else 0)
 
 
 # --- Internals ---------------------------------------------------------------------------------------
