@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
+from config.db import release_connection
 from config.parsers import BoundedJSONField
 from config.serializers import (
     ClosedSerializer,
@@ -213,6 +214,9 @@ class SearchApi(APIView):
         if v["graph_search"] and v["mode"] != rag.SearchMode.HYBRID.value:
             raise exceptions.ValidationError({"graph_search": [f"graph search joins hybrid search; it cannot be used with mode {v['mode']}"]})
         graph: dict[str, Any] | None = None
+        # Sign-in, throttle and tenant are read: give the pooled connection back while the query is
+        # embedded (CPU, the longest step under load); the search takes one again for its SQL.
+        release_connection()
         try:
             if v["graph_search"]:
                 result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],

@@ -112,7 +112,7 @@ ALLOWED: dict[str, set[str]] = {
         "chat.agent", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
     },
     "config.framework": set(),
-    "config.wiring": {"config.framework", "accounts.interfaces", "knowledge.interfaces", "chat.interfaces"},
+    "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces"}  # accounts.web: the Redoc page's policy,
 }
 
 
