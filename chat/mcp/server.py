@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import mcp_types as types
@@ -20,6 +21,7 @@ from mcp.server import Server, ServerRequestContext
 
 from accounts.access import TenantContext
 from chat.mcp import tools
+from config.throttling import ScopedTokenThrottle, Throttled
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +58,28 @@ def _error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
+# Every tool call counts against the token's "search" allowance, the one POST /v1/search uses:
+# a client cannot get around the REST API's limit by asking through MCP.
+THROTTLE_SCOPE = "search"
+
+
+def _throttle(caller: TenantContext) -> None:
+    """Raise ``Throttled`` when the caller's token used up its allowance (stdio as the shell has no token: no limit)."""
+    if caller.token is None:
+        return
+    request = SimpleNamespace(auth=caller.token, user=caller.user, method="POST", META={})
+    ScopedTokenThrottle().allow_request(request, SimpleNamespace(throttle_scope=THROTTLE_SCOPE))
+
+
 async def _call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     try:
-        result = await tools.call_tool(_caller(), params.name, params.arguments)
+        caller = _caller()
+        await sync_to_async(_throttle)(caller)
+        result = await tools.call_tool(caller, params.name, params.arguments)
     except tools.ToolError as exc:
         return _error(str(exc))
+    except Throttled as exc:
+        return _error(str(exc.detail))
     except DatabaseError:
         logger.exception("mcp tool %s: database error", params.name)
         return _error("The knowledge base is unavailable right now; try again shortly.")
