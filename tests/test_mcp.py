@@ -21,6 +21,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from rest_framework.test import APIClient
+
 from accounts.models import ApiToken
 from knowledge import rag
 from tests.conftest import World
@@ -190,6 +192,15 @@ def test_a_tenant_the_token_cannot_read_is_404_never_its_data(base: str, indexed
     assert "Editors upload files" in own.text and GLOBEX_SECRET not in own.text
 
 
+def test_a_body_over_the_bound_is_413(base: str, acme_token: str) -> None:
+    huge = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "hybrid_search", "arguments": {"query": "x" * 300_000}}}
+    response = httpx.post(f"{base}/mcp", json=huge, headers={
+        "Authorization": f"Bearer {acme_token}", "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18"})
+    assert response.status_code == 413, response.text
+
+
 def test_an_unknown_host_header_is_refused(base: str, indexed: World) -> None:
     token = make_token(indexed.acme, indexed.owner)
     response = httpx.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={
@@ -244,3 +255,39 @@ def test_stdio_refuses_a_tenant_the_token_cannot_read(globex_token: str) -> None
     assert done.returncode != 0
     assert b"Tenant not found" in done.stderr and done.stdout == b""
 
+
+
+def test_tool_calls_share_the_tokens_search_allowance_with_the_rest_api(acme_token: str, settings: Any) -> None:
+    settings.QUARRY_THROTTLE_RATES = {**settings.QUARRY_THROTTLE_RATES, "search": "2/min"}
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {acme_token}")
+    assert api.post("/v1/search", {"query": "uploads"}, format="json").status_code == 200
+
+    async def two_calls() -> list[Any]:
+        params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp"], cwd=str(ROOT),
+                                       env=child_env(QUARRY_MCP_TOKEN=acme_token, QUARRY_THROTTLE_SEARCH="2/min"))
+        async with Client(params) as client:
+            return [await client.call_tool("keyword_search", {"query": "uploads"}) for _ in range(2)]
+
+    first, second = async_to_sync(two_calls)()
+    assert not first.is_error
+    assert second.is_error and "Too many search requests for this token" in second.content[0].text
+
+
+async def test_without_lifespan_events_the_first_request_starts_the_session_manager(acme_token: str) -> None:
+    """A server run with ``--lifespan off`` (or one that never sends lifespan events) still serves /mcp."""
+    from config.asgi import OuterRouter  # imported here: it builds Django's ASGI handler
+
+    router = OuterRouter()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18",
+               "Authorization": f"Bearer {acme_token}"}
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=router), base_url="http://127.0.0.1") as http:
+            response = await http.post("/mcp", json=body, headers=headers)
+            health = await http.get("/healthz")
+    finally:
+        await router.mcp.shutdown()
+    assert response.status_code == 200, response.text
+    assert [t["name"] for t in response.json()["result"]["tools"]] == RETRIEVAL_TOOLS
+    assert health.status_code == 200  # everything else still goes to Django
