@@ -1,6 +1,6 @@
 """``hybrid_search`` through MCP (/mcp, the SDK's client) against ``POST /v1/search`` on the same corpus, as JSON.
 
-    .venv/bin/python bench/mcp.py [--chunks 2000] [--queries 200]
+    .venv/bin/python bench/mcp_overhead.py [--chunks 2000] [--queries 200]
 
 One uvicorn serving ``config.asgi`` on the database of ``make run`` (the embedded one unless
 ``DATABASE_URL`` says otherwise), a throwaway tenant holding ``--chunks`` windows of real text
@@ -8,6 +8,9 @@ One uvicorn serving ``config.asgi`` on the database of ``make run`` (the embedde
 their connection (an MCP client session; an httpx client) and send the same queries in turn,
 one at a time, interleaved query by query so drift affects both alike. Reported: p50/p95 of
 each and MCP's extra milliseconds at p50 (target: at most 5).
+
+Not ``bench/mcp.py``: a script's folder comes first on ``sys.path``, and that name would hide the SDK's
+``mcp`` package.
 """
 
 from __future__ import annotations
