@@ -5,10 +5,10 @@ authentication, into a ``TenantContext``; everything downstream takes that conte
 (or its tenant) and never looks at the request again. Objects of another tenant are
 404, never 403: a caller cannot even learn that they exist.
 
-- API (DRF views): ``resolve_tenant_context(request)``.
+- API (DRF views): ``resolve_tenant_context(request)``; MCP over HTTP: ``token_tenant_context``.
 - Pages: ``page_tenant(request)``; WebSocket messages: ``tenant_context_for_user``.
 - Admin: ``editable_tenants(request)``.
-- Management commands: ``cli_context``.
+- Management commands (``manage.py mcp`` included): ``cli_context``.
 """
 
 from __future__ import annotations
@@ -100,12 +100,7 @@ def resolve_tenant_context(request: Request) -> TenantContext:
     slug = requested_tenant(request)
 
     if token is not None:
-        if slug is not None and slug != token.tenant.slug:
-            raise TenantNotFound()
-        held = membership_role(user=user, tenant=token.tenant)
-        if held is None:
-            raise exceptions.AuthenticationFailed("The API token's owner is no longer a member of its tenant.")
-        context = TenantContext(tenant=token.tenant, role=Role.lowest(token.role, held), user=user, token=token)
+        context = token_tenant_context(token=token, slug=slug)
     elif user.is_authenticated:
         tenant = tenant_get(slug=slug or settings.QUARRY_DEFAULT_TENANT)
         role = membership_role(user=user, tenant=tenant) if tenant is not None else None
@@ -121,6 +116,21 @@ def resolve_tenant_context(request: Request) -> TenantContext:
         raise exceptions.NotAuthenticated()
     request._tenant_context = context  # type: ignore[attr-defined]
     return context
+
+
+def token_tenant_context(*, token: ApiToken, slug: str | None) -> TenantContext:
+    """The context of an authenticated API ``token`` asking for tenant ``slug`` (None: its own).
+
+    The API's rule, shared with MCP: a token reads its own tenant only (any other is
+    ``TenantNotFound``, 404), with the lower of its role and its owner's current one; an
+    owner who left the tenant makes the token fail authentication.
+    """
+    if slug is not None and slug != token.tenant.slug:
+        raise TenantNotFound()
+    held = membership_role(user=token.owner, tenant=token.tenant)
+    if held is None:
+        raise exceptions.AuthenticationFailed("The API token's owner is no longer a member of its tenant.")
+    return TenantContext(tenant=token.tenant, role=Role.lowest(token.role, held), user=token.owner, token=token)
 
 
 def get_for_tenant(queryset: models.QuerySet[M], *, tenant: Tenant, **lookup: Any) -> M:

@@ -1,7 +1,11 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+"""ASGI entry point: an outer router for lifespan and ``/mcp``; HTTP through Django, WebSockets through Channels.
 
-In front of both: the request-body limit while the body arrives (HTTP), and the guard that
-turns a database failure during the WebSocket handshake into an error frame (config.edge).
+``/mcp`` (and ``/mcp/``) is the MCP server (``chat.mcp.http``, streamable HTTP, stateless). The
+outer router answers the ASGI lifespan protocol, which Django's handler and Channels do not
+speak, by starting and stopping the MCP session manager; with lifespan off, the first ``/mcp``
+request starts it. Behind the router: the request-body limit while the body arrives (HTTP),
+and the guard that turns a database failure during the WebSocket handshake into an error frame
+(config.edge).
 """
 
 from __future__ import annotations
@@ -22,10 +26,47 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 
 from config.edge import BodySizeLimit, WebSocketDatabaseGuard  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
+from chat.mcp.http import McpHttpApp  # noqa: E402
+from starlette.types import Receive, Scope, Send  # noqa: E402
 
-application = ProtocolTypeRouter(
+django_and_channels = ProtocolTypeRouter(
     {
         "http": BodySizeLimit(django_asgi_app, settings.DATA_UPLOAD_MAX_MEMORY_SIZE),
         "websocket": AllowedHostsOriginValidator(WebSocketDatabaseGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
     }
 )
+
+MCP_PATHS = frozenset({"/mcp", "/mcp/"})
+
+
+class OuterRouter:
+    """Lifespan events and ``/mcp`` here; everything else to Django and Channels."""
+
+    def __init__(self) -> None:
+        self.mcp = McpHttpApp()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http" and scope["path"] in MCP_PATHS:
+            await self.mcp(scope, receive, send)
+        else:
+            await django_and_channels(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.mcp.startup()
+                except Exception as exc:  # the server must not start half-working
+                    await send({"type": "lifespan.startup.failed", "message": f"MCP session manager: {exc}"})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.mcp.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+application = OuterRouter()

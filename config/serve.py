@@ -32,8 +32,9 @@ def _commands(port: int, host: str) -> dict[str, list[str]]:
         "web": [
             python, "-m", "uvicorn", "config.asgi:application",
             "--host", host, "--port", str(port), "--ws", "websockets-sansio", "--no-server-header",
-            # Django's ASGI handler and Channels do not speak the lifespan protocol.
-            "--lifespan", "off",
+            # config.asgi's outer router answers lifespan (Django and Channels do not): it starts and
+            # stops the MCP session manager; "on" makes a failed start stop the server.
+            "--lifespan", "on",
         ],
         "worker": [python, "manage.py", "qcluster"],
     }

@@ -348,6 +348,15 @@ if QUARRY_AGENT_TOOL_DEFAULT_RESULTS > QUARRY_AGENT_TOOL_MAX_RESULTS:
         f"QUARRY_AGENT_TOOL_MAX_RESULTS ({QUARRY_AGENT_TOOL_MAX_RESULTS})"
     )
 
+# --- MCP server (chat/mcp): the retrieval tools at /mcp and `manage.py mcp` -------
+# The graph tools (graph_triplet_search, graph_neighbors) and hybrid search's graph leg, for
+# MCP clients; by default as chat's retrieval is configured for this deployment.
+QUARRY_MCP_GRAPH_SEARCH = env_bool("QUARRY_MCP_GRAPH_SEARCH", QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH)
+# A JSON-RPC request body over this many bytes is refused (413) before it is parsed.
+QUARRY_MCP_MAX_REQUEST_BYTES = env_int("QUARRY_MCP_MAX_REQUEST_BYTES", 256 * 1024, minimum=1024, maximum=16 * 1024 * 1024)
+# Characters of one passage in a tool result; a longer one is cut (and says so).
+QUARRY_MCP_MAX_TEXT_CHARS = env_int("QUARRY_MCP_MAX_TEXT_CHARS", 4_000, minimum=100, maximum=1_000_000)
+
 # --- Auth, API -------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -61,6 +61,7 @@ COMPONENTS: dict[str, str] = {
     "chat.services": "chat.services",
     "chat.pipeline": "chat.pipeline",  # the one answer generator
     "chat.agent": "chat.agent",
+    "chat.mcp": "chat.mcp",  # the MCP server: adapters over the agent's tools, and its HTTP transport
     "chat.checks": "chat.interfaces",
     "chat.api": "chat.interfaces",
     "chat.views": "chat.interfaces",
@@ -107,13 +108,16 @@ ALLOWED: dict[str, set[str]] = {
     "chat.services": {"chat.models", "accounts.models"},
     "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
     "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
+    # An interface like the API: the agent's tools, the tenant resolution, and (HTTP) the token lookup
+    # and its last-used stamp, as the REST API's authenticator does them.
+    "chat.mcp": _RAG | {"chat.agent", "chat.events", "accounts.selectors", "accounts.services", "accounts.access", "config.framework"},
     "chat.interfaces": _RAG | {
         "chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "chat.pipeline",
-        "chat.agent", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
+        "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
     },
     "config.framework": set(),
     # accounts.web: the Redoc page (config.urls) carries that app's page policy, widened for Redoc.
-    "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces"},
+    "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces", "chat.mcp"},
 }
 
 

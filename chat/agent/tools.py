@@ -228,7 +228,7 @@ class ToolOutcome:
 
 
 @dataclass(frozen=True)
-class _Found:
+class Found:
     """What a tool found: passages (with the score to show), and more of its result.
 
     ``refs`` are lists of items that name chunks (``chunk_id`` or ``chunk_ids``); the model
@@ -238,6 +238,22 @@ class _Found:
     hits: list[tuple[rag.RAGChunk, float | None]]
     extra: dict[str, Any]
     refs: dict[str, Any] = field(default_factory=dict)
+    # A search hit's scores besides ``score`` (rrf_score, semantic_similarity, graph_path...), by chunk id.
+    # The model is not shown them; the MCP tools return them.
+    details: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+_HIT_DETAILS = ("rrf_score", "rrf_rank", "semantic_similarity", "keyword_score", "graph_score", "graph_path")
+
+
+def hit_details(hit: rag.RAGHit) -> dict[str, Any]:
+    """The scores a hit carries besides ``score``, those the search mode set (JSON-ready)."""
+    out: dict[str, Any] = {}
+    for name in _HIT_DETAILS:
+        value = getattr(hit, name)
+        if value is not None:
+            out[name] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def _as_int(name: str, value: Any) -> int:
@@ -284,12 +300,20 @@ class Toolbox:
     async def close(self) -> None:
         await self.service.close()
 
+    async def find(self, name: str, arguments: dict[str, Any]) -> Found | ToolFailure:
+        """One call's raw result, unnumbered: what another surface (MCP) presents in its own shape.
+
+        The same bounds, validation and failure sentences as the model's calls; never raises
+        for a tool's failure.
+        """
+        return await self._bounded(ParsedCall(id="", name=name, arguments=arguments))
+
     async def run_all(self, calls: Sequence[ParsedCall]) -> list[ToolOutcome]:
         """Run ``calls`` concurrently; one outcome per call, in call order (and sources numbered in call order)."""
         found = await asyncio.gather(*(self._bounded(call) for call in calls))
         return [self._present(result) for result in found]
 
-    async def _bounded(self, call: ParsedCall) -> _Found | ToolFailure:
+    async def _bounded(self, call: ParsedCall) -> Found | ToolFailure:
         timeout = settings.QUARRY_AGENT_TOOL_TIMEOUT_SECONDS
         try:
             return await asyncio.wait_for(self._execute(call), timeout)
@@ -305,7 +329,7 @@ class Toolbox:
             logger.exception("agent tool %s failed", call.name)
             return ToolFailure("The tool failed unexpectedly. Try another tool or answer from what you have.")
 
-    async def _execute(self, call: ParsedCall) -> _Found:
+    async def _execute(self, call: ParsedCall) -> Found:
         if call.name not in self.names:
             raise ToolFailure(f"There is no tool called {call.name[:64]!r}. The tools are: {', '.join(sorted(self.names))}.")
         if not isinstance(call.arguments, dict):
@@ -333,7 +357,7 @@ class Toolbox:
         ids = list(dict.fromkeys(chunk_ids))[: settings.QUARRY_AGENT_TOOL_MAX_RESULTS]
         return [(chunk, None) for chunk in await self.service.fetch(ids)] if ids else []
 
-    async def _triplets(self, arguments: dict[str, Any]) -> _Found:
+    async def _triplets(self, arguments: dict[str, Any]) -> Found:
         _check_keys(arguments, ("query", "limit"))
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -353,9 +377,9 @@ class Toolbox:
              "object_type": t.object.type, "chunk_id": t.chunk_id}
             for t in triplets if t.chunk_id in found
         ]
-        return _Found(hits, extra, {"triplets": rows})
+        return Found(hits, extra, {"triplets": rows})
 
-    async def _neighbors(self, arguments: dict[str, Any]) -> _Found:
+    async def _neighbors(self, arguments: dict[str, Any]) -> Found:
         _check_keys(arguments, ("entity", "limit"))
         entity = arguments.get("entity")
         if not isinstance(entity, str) or not entity.strip():
@@ -379,9 +403,9 @@ class Toolbox:
                 for n in around.neighbors
             ],
         }
-        return _Found(hits, extra, refs)
+        return Found(hits, extra, refs)
 
-    async def _search(self, mode: rag.SearchMode, arguments: dict[str, Any]) -> _Found:
+    async def _search(self, mode: rag.SearchMode, arguments: dict[str, Any]) -> Found:
         _check_keys(arguments, ("query", "limit", "filters"))
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -414,9 +438,10 @@ class Toolbox:
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
             raise ToolFailure(str(exc)) from None  # names the argument and the bound it broke
         via = [{"chunk_id": h.chunk.chunk_id, "via": list(h.graph_path)} for h in hits if h.graph_path]
-        return _Found([(hit.chunk, hit.score) for hit in hits], extra, {"found_through_graph": via} if via else {})
+        return Found([(hit.chunk, hit.score) for hit in hits], extra, {"found_through_graph": via} if via else {},
+                     {hit.chunk.chunk_id: hit_details(hit) for hit in hits})
 
-    async def _fetch(self, arguments: dict[str, Any]) -> _Found:
+    async def _fetch(self, arguments: dict[str, Any]) -> Found:
         _check_keys(arguments, ("ids",))
         ids = arguments.get("ids")
         if isinstance(ids, str):
@@ -432,9 +457,9 @@ class Toolbox:
             raise ToolFailure(str(exc)) from None
         found = {chunk.chunk_id for chunk in chunks}
         missing = [i for i in dict.fromkeys(ids) if i not in found]
-        return _Found([(chunk, None) for chunk in chunks], {"missing": missing} if missing else {})
+        return Found([(chunk, None) for chunk in chunks], {"missing": missing} if missing else {})
 
-    def _present(self, result: _Found | ToolFailure) -> ToolOutcome:
+    def _present(self, result: Found | ToolFailure) -> ToolOutcome:
         if isinstance(result, ToolFailure):
             return ToolOutcome.failure(str(result))
         passages = []
