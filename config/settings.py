@@ -269,7 +269,7 @@ else:
 QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)
 # Tenants of at most this many chunks rank semantic search by exact cosine over their own rows,
 # immune to the shared HNSW index's state (issue 22; bench/exact_search.py measures the cost). 0: always HNSW.
-QUARRY_SEMANTIC_EXACT_MAX_CHUNKS = env_int("QUARRY_SEMANTIC_EXACT_MAX_CHUNKS", 5000, minimum=0)
+QUARRY_SEMANTIC_EXACT_MAX_CHUNKS = env_int("QUARRY_SEMANTIC_EXACT_MAX_CHUNKS", 2000, minimum=0)
 # The shared search indexes are rebuilt (REINDEX INDEX CONCURRENTLY, by a schedule every 10 minutes)
 # once their size per live row reaches this multiple of a fresh index's, and they are at least
 # QUARRY_INDEX_REBUILD_MIN_BYTES big (knowledge.services.index_health; `manage.py index_health`).
