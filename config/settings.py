@@ -273,6 +273,14 @@ else:
 # Ingestions of more chunks than this store them at once and leave postings and HNSW
 # entries to the background indexer (search scores the backlog exactly meanwhile).
 QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)
+# Tenants of at most this many chunks rank semantic search by exact cosine over their own rows,
+# immune to the shared HNSW index's state (issue 22; bench/exact_search.py measures the cost). 0: always HNSW.
+QUARRY_SEMANTIC_EXACT_MAX_CHUNKS = env_int("QUARRY_SEMANTIC_EXACT_MAX_CHUNKS", 2000, minimum=0)
+# The shared search indexes are rebuilt (REINDEX INDEX CONCURRENTLY, by a schedule every 10 minutes)
+# once their size per live row reaches this multiple of a fresh index's, and they are at least
+# QUARRY_INDEX_REBUILD_MIN_BYTES big (knowledge.services.index_health; `manage.py index_health`).
+QUARRY_INDEX_REBUILD_BLOAT = env_float("QUARRY_INDEX_REBUILD_BLOAT", 2.0, minimum=1.1)
+QUARRY_INDEX_REBUILD_MIN_BYTES = env_int("QUARRY_INDEX_REBUILD_MIN_BYTES", 16 * 1024 * 1024, minimum=0)
 # The knowledge graph's optional LLM extractor: a logical model of the chat catalog
 # (config/models.yaml), e.g. "chat"; empty keeps extraction offline. Its answers are cached
 # per chunk text; QUARRY_GRAPH_LLM_TOKEN_BUDGET bounds the tokens it spends per tenant a month.
@@ -285,6 +293,7 @@ QUARRY_RAG_BACKEND: dict[str, object] = {
     "CLASS": "knowledge.rag.backends.postgres.PostgresBackend",
     "OPTIONS": {
         "inline_index_max_chunks": QUARRY_INDEX_INLINE_MAX_CHUNKS,
+        "exact_max_chunks": QUARRY_SEMANTIC_EXACT_MAX_CHUNKS,
         # Called inside the transaction that left chunks un-indexed: queues the indexer on commit.
         "on_backlog": "knowledge.services.indexing.enqueue",
         # The graph leg's parameters (knowledge.graph.search.GraphParams) are its defaults unless given here.

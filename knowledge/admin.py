@@ -26,7 +26,7 @@ from django.utils.html import format_html, format_html_join
 
 from accounts.access import editable_tenants
 from knowledge import rag
-from knowledge.models import AuditEvent, Document, DocumentStatus, Entity
+from knowledge.models import AuditEvent, Document, DocumentStatus, Entity, IndexRebuild
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -41,7 +41,7 @@ from knowledge.services.documents import (
 from knowledge.forms import DocumentChangeForm, DocumentUploadForm, SearchForm, add_input_error
 from knowledge.rag import limits
 from knowledge.selectors import chunk_search, document_chunk_rows, document_progress, entity_mentions, entity_neighbors
-from knowledge.services import state
+from knowledge.services import index_health, state
 
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 CHUNKS_PER_PAGE = 100
@@ -424,6 +424,40 @@ class AuditEventAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# --- The shared search indexes: health and rebuilds ---------------------------------------------------
+
+
+@admin.register(IndexRebuild)
+class IndexRebuildAdmin(admin.ModelAdmin):
+    """Superusers only (the indexes are shared by every tenant): each watched index's size, live rows,
+    bloat and last rebuild above the list of past rebuilds. Rebuilds run from the schedule or
+    ``manage.py index_health --reindex`` (a concurrent reindex can outlast a page request)."""
+
+    list_display = ["index_name", "trigger", "started_at", "seconds", "size_before", "size_after", "live_rows", "bloat_before", "error"]
+    list_filter = ["index_name", "trigger"]
+    show_full_result_count = False
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        context = {**(extra_context or {}), "index_health": index_health.index_health_report(),
+                   "rebuild_bound": index_health.rebuild_bound()}
+        return super().changelist_view(request, context)
 
 
 # --- The knowledge graph: an entity browser ---------------------------------------------------------

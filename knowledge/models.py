@@ -268,6 +268,33 @@ class CorpusStat(models.Model):
     token_count = models.BigIntegerField(default=0)
 
 
+class IndexRebuild(models.Model):
+    """One ``REINDEX INDEX CONCURRENTLY`` of a search index (knowledge.services.index_health).
+
+    Not tenant data: the indexes are shared by every tenant. The newest finished row of an
+    index is its "last rebuild" and its per-entry size the baseline its bloat is measured against.
+    """
+
+    index_name = models.CharField(max_length=63)  # PostgreSQL's identifier limit
+    trigger = models.CharField(max_length=16)  # "schedule" | "command"
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    seconds = models.FloatField(null=True, blank=True)
+    size_before = models.BigIntegerField()
+    size_after = models.BigIntegerField(null=True, blank=True)
+    live_rows = models.BigIntegerField()  # the table's live rows when the rebuild started
+    bloat_before = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        # The last rebuild of each index (the health report, the admin).
+        indexes = [models.Index(fields=["index_name", "-started_at"], name="indexrebuild_name_started")]
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.index_name} rebuilt {self.started_at:%Y-%m-%d %H:%M}"
+
+
 class AuditTrigger(models.TextChoices):
     USER = "user", "User"
     AGENT = "agent", "Agent"

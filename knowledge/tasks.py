@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from knowledge.services import graphing, indexing, processing, reclaim
+from knowledge.services import graphing, index_health, indexing, processing, reclaim
 
 
 def process_document(document_pk: int) -> str:
@@ -30,3 +30,8 @@ def index_backlog(namespace: str) -> int:
 def extract_graph_llm(namespace: str) -> int:
     """The knowledge graph's LLM pass over a tenant's unanswered chunk texts, for up to a minute; returns texts answered."""
     return graphing.llm_task(namespace)
+
+
+def repair_indexes() -> dict[str, object]:
+    """Every 10 minutes (a ``Schedule``): rebuild the most bloated shared search index past the bound, if any."""
+    return index_health.indexes_repair(trigger="schedule")

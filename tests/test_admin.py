@@ -396,3 +396,21 @@ def test_entity_browser_lists_a_tenants_entities_with_mentions_and_neighbours(st
     assert login(staff.teammate).get("/admin/knowledge/entity/").status_code == 403  # readers have no admin
     outsider = login(staff.outsider).get("/admin/knowledge/entity/?q=snow").content.decode()
     assert f"/admin/knowledge/entity/{theirs.pk}/change/" in outsider and f"/admin/knowledge/entity/{ours.pk}/change/" not in outsider
+
+
+# --- the shared search indexes -------------------------------------------------------------------
+
+
+def test_superuser_sees_each_search_index_with_size_live_rows_and_last_rebuild(staff: World) -> None:
+    indexed(staff, "mine", "Ours.")
+    page = login(make_user("root", superuser=True)).get("/admin/knowledge/indexrebuild/")
+    assert page.status_code == 200
+    health = {h.name: h for h in page.context["index_health"]}
+    assert set(health) >= {"chunk_search_vector_gin", "posting_term_impact"}
+    assert health["chunk_search_vector_gin"].live_rows == 1
+    body = page.content.decode()
+    assert 'id="index-health"' in body and "chunk_search_vector_gin" in body and "never" in body
+
+
+def test_tenant_admins_do_not_see_the_shared_indexes(staff: World) -> None:
+    assert login(staff.owner).get("/admin/knowledge/indexrebuild/").status_code == 403

@@ -112,7 +112,7 @@ def test_the_ann_leg_can_use_the_partial_hnsw_index() -> None:
     dimension = BagOfWordsEmbedder().dimension
     with connection.cursor() as cursor:
         cursor.execute(create_hnsw_index_sql(dimension))
-    svc = service("default", inline=500)
+    svc = service("default", inline=500, exact_max_chunks=0)  # the ANN path, which a tenant this small skips by default
     run(svc.ingest, corpus(30))
     with CaptureQueriesContext(connection) as captured:
         run(svc.search, "granite drill", mode="semantic", limit=5)

@@ -29,6 +29,7 @@ from django_q.models import Schedule
 from django_q.tasks import async_task
 
 from knowledge.models import Document
+from knowledge.services.index_health import repair_schedule_ensure
 
 PROCESS_TASK = "knowledge.tasks.process_document"
 RECLAIM_TASK = "knowledge.tasks.reclaim_documents"
@@ -99,6 +100,7 @@ def enqueue_on_commit(pks: Sequence[int]) -> None:
 
     def send() -> None:
         reclaim_schedule_ensure()
+        repair_schedule_ensure()
         for pk in pks:
             async_task(PROCESS_TASK, pk, group=TASK_GROUP)
 

@@ -16,7 +16,10 @@ the index work runs in batches. Until a chunk is indexed, search scores it
 exactly (BM25 from its tsvector, cosine from its vector) and merges it into
 the same ranking, so results do not depend on how far the indexer has got.
 
-Reads: one SQL statement per search (both legs and RRF included). With
+Reads: one SQL statement per search (both legs and RRF included). A tenant of
+at most ``exact_max_chunks`` chunks is ranked by exact cosine over its own rows
+(found through its b-tree, no ANN), so its results never depend on the shared
+HNSW index's state, which other tenants' churn degrades. Above it, with
 pgvector, semantic ordering uses the HNSW index over ``embedding::vector(d)``
 with iterative scans; a page that comes back short after filtering is
 recomputed exactly, so filters never cost results.
@@ -86,6 +89,12 @@ def _vectors_of_documents(tenant_id: int, doc_pks: Sequence[int]) -> str:
 INLINE_INDEX_MAX_CHUNKS = 500
 # Chunks per indexer transaction: long enough to amortize, short enough to hold few locks.
 INDEX_BATCH_CHUNKS = 2000
+# Tenants of up to this many chunks are searched by exact cosine instead of the shared HNSW index.
+# Exact cost grows with the tenant (a per-row cast of each float8[] to a vector): bench/exact_search.py
+# on this 2-core machine under load measured p50 31 / 56 / 113 / 200 ms at 1k / 2k / 5k / 10k chunks
+# against 9-12 ms for HNSW. 2,000 covers a typical small tenant (issue 22's 1,890-chunk corpus) for a
+# few times HNSW's latency; past it, the ANN index wins and its health is watched (index_health).
+EXACT_MAX_CHUNKS = 2000
 
 
 class PostgresBackend:
@@ -104,6 +113,7 @@ class PostgresBackend:
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | str | None = None,
         graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None,
         on_graph_indexed: Callable[[str], None] | str | None = None, extract_graph: bool = True,
+        exact_max_chunks: int = EXACT_MAX_CHUNKS,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog. ``on_backlog(namespace)``
         is called inside the transaction that left chunks un-indexed (schedule the indexer there,
@@ -115,9 +125,15 @@ class PostgresBackend:
         the LLM extractor's model id, whose cached triples extraction merges in (None: offline only);
         ``on_graph_indexed(namespace)`` is called in every transaction that extracted chunks (the
         LLM pass is scheduled there). ``extract_graph=False``: chunks get no graph (removals still
-        take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it."""
+        take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
+
+        ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
+        every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway."""
         if inline_index_max_chunks < 0:
             raise ValueError("inline_index_max_chunks must be 0 or more")
+        if exact_max_chunks < 0:
+            raise ValueError("exact_max_chunks must be 0 or more")
+        self.exact_max_chunks = exact_max_chunks
         self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
         self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
         self.on_graph_indexed = on_graph_indexed
@@ -490,7 +506,11 @@ class PostgresBackend:
         tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
         if tenant_id is None:
             return []  # an unknown namespace holds nothing
-        rows = self._run_search(query, tenant_id)
+        # A small tenant skips the ANN index altogether: exact costs it a few milliseconds, and its
+        # ranking then cannot suffer from the shared index's state (deleted entries left by another
+        # tenant's churn leave newly inserted ones badly connected: issue 22 measured -0.12 nDCG@10).
+        small = self._dimension(query) is not None and query.mode is not SearchMode.KEYWORD and self._is_small(tenant_id)
+        rows = self._run_search(query, tenant_id, exact_semantic=small)
         # The fast paths (postings, HNSW) can come back short once filters apply;
         # the exact plans cannot. Only a filtered query, or an ANN one, can be short.
         wanted = query.limit if query.mode is not SearchMode.HYBRID else max(self.hybrid_depth, query.limit)
@@ -498,11 +518,22 @@ class PostgresBackend:
         first = rows[0] if rows else {}
         exact_keyword = query.mode is not SearchMode.SEMANTIC and filtered and first.get("kw_count", 0) < wanted
         exact_semantic = (
-            query.mode is not SearchMode.KEYWORD and self._dimension(query) is not None and first.get("sem_count", 0) < wanted
+            not small and query.mode is not SearchMode.KEYWORD and self._dimension(query) is not None
+            and first.get("sem_count", 0) < wanted
         )
         if exact_keyword or exact_semantic:
-            rows = self._run_search(query, tenant_id, exact_keyword=exact_keyword, exact_semantic=exact_semantic)
+            rows = self._run_search(query, tenant_id, exact_keyword=exact_keyword, exact_semantic=exact_semantic or small)
         return [self._hit(query, row) for row in rows]
+
+    def _is_small(self, tenant_id: int) -> bool:
+        """Whether the tenant has at most ``exact_max_chunks`` chunks (its statistics row counts every
+        chunk, indexed or not, and changes in the transaction that changes the chunks: one key lookup)."""
+        if self.exact_max_chunks == 0:
+            return False
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("SELECT chunk_count FROM knowledge_corpusstat WHERE tenant_id = %s", [tenant_id])
+            row = cursor.fetchone()
+        return (row[0] if row else 0) <= self.exact_max_chunks
 
     # --- the knowledge graph (knowledge.graph) ------------------------------------------
 
