@@ -63,6 +63,7 @@ class DocumentQuerySet(models.QuerySet["Document"]):
             generation=F("generation") + 1,
             requested_by=actor[:200],
             cancel_requested=False,
+            cancelled=False,
             attempts=0,
             error="",
             status=Case(When(live, then=Value(DocumentStatus.PROCESSING)), default=Value(DocumentStatus.QUEUED)),
@@ -83,11 +84,11 @@ class DocumentQuerySet(models.QuerySet["Document"]):
             attempts=0, error="", queued_at=Now(), started_at=None, updated_at=Now(),
         )
 
-    def mark_failed(self, *, actor: str, error: str, bump: bool) -> int:
+    def mark_failed(self, *, actor: str, error: str, bump: bool, cancelled: bool = False) -> int:
         """Fail the latest request at once (a worker on it loses its lease and writes nothing).
         ``bump``: this is itself a new request (an upload refused at once), not the end of one."""
         return self.update(
-            status=DocumentStatus.FAILED, error=error, progress=0.0, phase="", eta_at=None, lease_id="", lease_expires_at=None,
+            status=DocumentStatus.FAILED, error=error, progress=0.0, phase="", eta_at=None, lease_id="", lease_expires_at=None, cancelled=cancelled,
             cancel_requested=False, finished_at=Now(), updated_at=Now(), requested_by=actor[:200],
             **({"generation": F("generation") + 1, "attempts": 0, "queued_at": Now()} if bump else {}),
         )
@@ -155,6 +156,8 @@ class Document(models.Model):
     phase_done = models.PositiveIntegerField(default=0, db_default=0)
     phase_total = models.PositiveIntegerField(default=0, db_default=0)
     eta_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+    # Failed because an editor cancelled it (the list says "Cancelled", not "Failed").
+    cancelled = models.BooleanField(default=False, db_default=False)
 
     objects = DocumentQuerySet.as_manager()
 

@@ -293,7 +293,7 @@ def test_cancelling_queued_work_fails_it_at_once_with_the_reason(world: World) -
     result = doc_services.document_cancel(documents=[document], actor="alice")
     assert result == doc_services.CancelResult(cancelled=1, stopping=0, not_running=0)
     document = reload(document)
-    assert document.status == "failed"
+    assert (document.status, document.cancelled) == ("failed", True)  # the list says Cancelled, not Failed
     assert document.error == "draft was cancelled by alice before it finished. Nothing was indexed."
     assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert doc_services.document_cancel(documents=[document], actor="alice").not_running == 1
@@ -316,15 +316,20 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     assert results == [doc_services.CancelResult(cancelled=0, stopping=1, not_running=0)]
     document = reload(document)
     assert document.status == "failed" and document.error == "handbook was cancelled by alice before it finished. The previous version stays searchable."
-    assert (document.version, document.lease_id, document.cancel_requested) == (1, "", False)
+    assert (document.version, document.lease_id, document.cancel_requested, document.cancelled) == (1, "", False, True)
     # It stopped between batches, long before embedding everything, and wrote nothing.
     assert len(provider.received("/v1/embeddings")) < 10
     assert keyword_hits(world, "searchable") == ["handbook:0"]
     # Retry picks the cancelled request up again.
     provider.routes["/v1/embeddings"] = embeddings_route
+    before, kept = embedded_texts(provider), EmbeddingCache.objects.filter(tenant=world.acme).count()
+    assert kept > 0
     assert doc_services.document_retry(documents=[document], actor="alice") == 1
+    assert not reload(document).cancelled
     assert process(document, provider) is Outcome.READY
     assert reload(document).chunk_count > 1
+    # The cancelled run's vectors were kept: the retry embedded only the rest.
+    assert embedded_texts(provider) - before == reload(document).chunk_count - kept
 
 
 # --- Leases and reclaim ---------------------------------------------------------------------------

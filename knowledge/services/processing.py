@@ -204,13 +204,13 @@ def _finish_unlanded(claim: state.Claim, *, error: str | None, cancelled: bool) 
             return Outcome.LOST
         # The latest action wins: a cancel request is cleared by any later request.
         if row.cancel_requested:
-            state.fail_now(row, actor=row.requested_by, error=row.error or state.cancel_message(row, "an editor"), bump=False)
+            state.fail_now(row, actor=row.requested_by, error=row.error or state.cancel_message(row, "an editor"), bump=False, cancelled=True)
             return Outcome.CANCELLED
         if row.generation != claim.document.generation:
             state.requeue_now(row.pk)  # this run's failure concerned an older request
             return Outcome.REQUEUED
         if cancelled:
-            state.fail_now(row, actor=row.requested_by, error=state.cancel_message(row, "an editor"), bump=False)
+            state.fail_now(row, actor=row.requested_by, error=state.cancel_message(row, "an editor"), bump=False, cancelled=True)
             return Outcome.CANCELLED
         state.fail_now(row, actor=row.requested_by, error=error or f"{state.document_label(row)} could not be processed", bump=False)
         return Outcome.FAILED

@@ -57,7 +57,7 @@ def documents_reclaim() -> ReclaimResult:
                 to_send.append(document.pk)
                 resent += 1
             elif document.cancel_requested:
-                state.fail_now(document, actor=document.requested_by, error=document.error or state.cancel_message(document, "an editor"), bump=False)
+                state.fail_now(document, actor=document.requested_by, error=document.error or state.cancel_message(document, "an editor"), bump=False, cancelled=True)
                 failed += 1
             elif document.attempts >= max_attempts:
                 state.fail_now(document, actor=document.requested_by, bump=False, error=(

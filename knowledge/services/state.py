@@ -94,9 +94,9 @@ def requeue_now(pk: int) -> None:
     enqueue_on_commit([pk])
 
 
-def fail_now(document: Document, *, actor: str, error: str, bump: bool = True) -> None:
+def fail_now(document: Document, *, actor: str, error: str, bump: bool = True, cancelled: bool = False) -> None:
     """Fail the latest request at once (any worker on it loses its lease and writes nothing)."""
-    Document.objects.filter(pk=document.pk).mark_failed(actor=actor, error=error, bump=bump)
+    Document.objects.filter(pk=document.pk).mark_failed(actor=actor, error=error, bump=bump, cancelled=cancelled)
 
 
 def enqueue_on_commit(pks: Sequence[int]) -> None:
