@@ -437,3 +437,10 @@ def test_entity_browser_lists_a_tenants_entities_with_mentions_and_neighbours(st
     assert login(staff.teammate).get("/admin/knowledge/entity/").status_code == 403  # readers have no admin
     outsider = login(staff.outsider).get("/admin/knowledge/entity/?q=snow").content.decode()
     assert f"/admin/knowledge/entity/{theirs.pk}/change/" in outsider and f"/admin/knowledge/entity/{ours.pk}/change/" not in outsider
+
+
+def test_the_upload_form_states_the_limits(staff: World, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_UPLOAD_MAX_BYTES = 20 * 1024 * 1024
+    html = login(staff.editor).get(CHANGELIST + "add/").content.decode()
+    assert ("A document may hold up to 10,000,000 characters of text and be cut into up to 10,000 chunks; "
+            "an uploaded file may be up to 20 MB.") in html

@@ -599,3 +599,21 @@ def test_the_worker_reports_phase_counts_and_an_estimate(world: World, provider:
     assert [d for _, d, _, _ in seen] == sorted(d for _, d, _, _ in seen) and seen[-1][1] > 0
     assert any(has_eta for *_, has_eta in seen)
     assert (reload(document).phase, reload(document).eta_at) == ("", None)
+
+
+# --- Limits, stated where editors meet them -------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_file_whose_text_is_over_the_bound_fails_before_any_embedding_with_the_stated_limits(world: World, provider: FakeOpenAI, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_UPLOAD_MAX_BYTES = 12 * 1024 * 1024
+    text = ("Word " * 2_000_001).encode()  # 10,000,005 characters
+    [document] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("huge.txt", text, "text/plain")])
+    assert process(document, provider) is Outcome.FAILED
+    document = reload(document)
+    assert document.error == (
+        "huge.txt has 10,000,005 characters of text, over the limit of 10,000,000 per document. "
+        "A document may hold up to 10,000,000 characters of text and be cut into up to 10,000 chunks; "
+        "an uploaded file may be up to 12 MB."
+    )
+    assert provider.received("/v1/embeddings") == [] and not EmbeddingCache.objects.exists()

@@ -115,6 +115,8 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
             error = f"{label} could not be indexed because the embedding model failed: {exc}"
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
             error = f"{label} could not be indexed: {exc.message}"
+            if exc.field == "documents":  # a bound of the whole document (chunks per request): say them all
+                error += ". " + limits.editor_bounds(settings.QUARRY_UPLOAD_MAX_BYTES)
         except rag.RAGError as exc:
             error = f"{label} could not be indexed: {exc}"
         except DatabaseError:
@@ -144,7 +146,8 @@ def _source_document(document: Document, label: str) -> rag.RAGDocument:
     else:
         raise _Failure(f"{label} has no stored source to process; upload the file or paste the text again")
     if len(text) > limits.MAX_CHARS_PER_DOCUMENT:
-        raise _Failure(f"{label} has {len(text):,} characters of text, over the limit of {limits.MAX_CHARS_PER_DOCUMENT:,} per document")
+        raise _Failure(f"{label} has {len(text):,} characters of text, over the limit of {limits.MAX_CHARS_PER_DOCUMENT:,} per document. "
+                       + limits.editor_bounds(settings.QUARRY_UPLOAD_MAX_BYTES))
     title = (document.title or title or document.source_name)[: limits.MAX_TITLE_CHARS] or None
     try:
         return rag.RAGDocument(document.external_id, text, title=title, uri=document.uri or None, metadata=document.metadata or {})
