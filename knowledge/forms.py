@@ -128,8 +128,10 @@ class DocumentChangeForm(forms.ModelForm):
         document = self.instance
         if not self.edits_text(document):
             del self.fields["text"]
-        else:
-            self.fields["text"].initial = document.source_text or document.text
+        elif not self.is_bound:
+            # The admin lists `text` among the form's fields, so the model's `text` (empty until a
+            # version lands) would be the initial value: a queued paste would open blank.
+            self.initial["text"] = document.source_text or document.text
 
     def clean_metadata(self) -> dict[str, object]:
         return clean_metadata_value(self.cleaned_data.get("metadata"))
