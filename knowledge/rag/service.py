@@ -488,7 +488,7 @@ class RAGService:
         out: dict[str, Vector] = {}
         total = len(items) + reused if total is None else total
         step = limits.MAX_EMBED_BATCH
-        if on_progress is not None or store is not None:
+        if on_progress is not None:
             # Smaller calls so progress (and cancellation) moves during long work; the
             # embedder's own batch size keeps provider round trips as large as before.
             size = getattr(self.embedder, "batch_size", None)
