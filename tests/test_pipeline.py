@@ -117,6 +117,8 @@ def test_upload_queues_each_file_and_enqueues_its_task_on_commit(world: World, d
     queued = sorted(task.func() for task in OrmQ.objects.all())
     assert queued == ["knowledge.tasks.process_document"] * 2
     assert sorted(task.args()[0] for task in OrmQ.objects.all()) == sorted(d.pk for d in documents)
+    # No wall-clock kill for the document task (-1: none in django-q2): its lease says whether its worker lives.
+    assert [task.task["timeout"] for task in OrmQ.objects.all()] == [-1, -1]
     # The reclaim schedule is put back whenever work is queued.
     schedule = Schedule.objects.get(name=state.RECLAIM_SCHEDULE_NAME)
     assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == ("knowledge.tasks.reclaim_documents", "I", 1, -1)
@@ -599,6 +601,13 @@ def test_the_worker_reports_phase_counts_and_an_estimate(world: World, provider:
     assert [d for _, d, _, _ in seen] == sorted(d for _, d, _, _ in seen) and seen[-1][1] > 0
     assert any(has_eta for *_, has_eta in seen)
     assert (reload(document).phase, reload(document).eta_at) == ("", None)
+
+
+def test_an_operator_may_still_bound_the_document_task(world: World, settings, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_DOCUMENT_TASK_TIMEOUT = 7200
+    with django_capture_on_commit_callbacks(execute=True):
+        paste(world, "bounded", "An operator's backstop.")
+    assert [task.task["timeout"] for task in OrmQ.objects.all()] == [7200]
 
 
 # --- Limits, stated where editors meet them -------------------------------------------------------
