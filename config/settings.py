@@ -314,6 +314,10 @@ QUARRY_UPLOAD_MAX_BYTES = env_int("QUARRY_UPLOAD_MAX_BYTES", 50 * 1024 * 1024, m
 # A worker renews its lease on a document every third of this; a worker killed
 # mid-document loses it after at most this long and the reclaim task re-queues it.
 QUARRY_DOCUMENT_LEASE_SECONDS = env_int("QUARRY_DOCUMENT_LEASE_SECONDS", 60, minimum=3, maximum=3600)
+# The document task's own wall-clock limit in seconds; 0 (the default): none. A document at
+# the bounds embeds for many minutes on a busy machine, longer than any fixed limit fit for
+# the other tasks (QUARRY_TASK_TIMEOUT); whether its worker is alive is the lease's business.
+QUARRY_DOCUMENT_TASK_TIMEOUT = env_int("QUARRY_DOCUMENT_TASK_TIMEOUT", 0, minimum=0)
 # Interrupted runs of one request (worker killed, task timed out) before it is marked failed.
 QUARRY_DOCUMENT_MAX_ATTEMPTS = env_int("QUARRY_DOCUMENT_MAX_ATTEMPTS", 3, minimum=1, maximum=20)
 # Embedding-provider failures are retried this many times per batch, waiting

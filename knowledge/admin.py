@@ -22,7 +22,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
 from knowledge import rag
@@ -40,11 +42,20 @@ from knowledge.services.documents import (
 )
 from knowledge.forms import DocumentChangeForm, DocumentUploadForm, SearchForm, add_input_error
 from knowledge.rag import limits
-from knowledge.selectors import chunk_search, document_chunk_rows, document_progress, entity_mentions, entity_neighbors
+from knowledge.selectors import (
+    PROGRESS_FIELDS,
+    chunk_search,
+    current_embedding_model,
+    document_chunk_rows,
+    document_display,
+    document_progress,
+    entity_mentions,
+    entity_neighbors,
+)
 from knowledge.services import index_health, state
 
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
-CHUNKS_PER_PAGE = 100
+CHUNKS_PER_PAGE = 25  # full texts: ~50,000 characters a page with the default chunker
 MAX_PROGRESS_IDS = 200
 
 
@@ -112,7 +123,7 @@ def _actor(request: HttpRequest) -> str:
 @admin.register(Document)
 class DocumentAdmin(TenantScopedAdmin):
     form = DocumentChangeForm
-    list_display = ["label", "tenant", "status_progress", "chunks", "version", "embedding_model", "updated_at"]
+    list_display = ["label", "tenant", "status_progress", "chunks", "version_cell", "model_cell", "updated_at"]
     list_display_links = ["label"]
     list_filter = ["status", TenantFilter]
     list_select_related = ["tenant"]
@@ -147,25 +158,35 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Document", ordering="external_id")
     def label(self, obj: Document) -> str:
-        # The title (typed, or taken from the file) names it; the id, often the file name, follows.
-        name = obj.title or obj.source_name or obj.external_id
+        # The title an editor gave or the file carried comes first; the file name is the fallback.
+        name = obj.title or state.document_label(obj)
         return name if name == obj.external_id else f"{name} ({obj.external_id})"
 
     @admin.display(description="Status", ordering="status")
     def status_progress(self, obj: Document) -> str:
-        percent = round(obj.progress * 100)
-        if obj.status == DocumentStatus.PROCESSING:
-            text = "Cancelling…" if obj.cancel_requested else f"Processing {percent}%"
-        else:
-            text = obj.get_status_display()
+        row = {field: getattr(obj, field) for field in PROGRESS_FIELDS}
+        shown = document_display(row, current_model=self._current_model(), now=timezone.now())
         return format_html(
-            '<div class="quarry-progress" data-quarry-doc="{}" data-status="{}" data-url="{}" title="{}">'
-            '<span class="quarry-progress-label">{}</span>'
+            '<div class="quarry-progress" data-quarry-doc="{}" data-status="{}" data-state="{}" data-url="{}" title="{}">'
+            '<span class="quarry-progress-label">{}</span> <span class="quarry-progress-detail">{}</span>'
             '<span class="quarry-progress-track"><span class="quarry-progress-fill" data-percent="{}"></span></span>'
-            '<span class="quarry-progress-error">{}</span></div>',
-            obj.pk, obj.status, reverse("admin:knowledge_document_progress"), obj.error, text,
-            percent if obj.status != DocumentStatus.FAILED else 0, obj.error if obj.status == DocumentStatus.FAILED else "",
+            '<span class="quarry-progress-error">{}</span>'
+            '<span class="quarry-reindex"{}>re-index needed: embedded with another model than the one configured now</span></div>',
+            obj.pk, obj.status, shown["state"], reverse("admin:knowledge_document_progress"), obj.error, shown["label"],
+            shown["detail"], shown["percent"], obj.error if obj.status == DocumentStatus.FAILED else "",
+            "" if shown["reindex_needed"] else mark_safe(" hidden"),
         )
+
+    def _current_model(self) -> str | None:
+        return current_embedding_model()
+
+    @admin.display(description="Version", ordering="version")
+    def version_cell(self, obj: Document) -> str:
+        return format_html('<span data-quarry-version="{}">{}</span>', obj.pk, obj.version)
+
+    @admin.display(description="Embedding model", ordering="embedding_model")
+    def model_cell(self, obj: Document) -> str:
+        return format_html('<span data-quarry-model="{}">{}</span>', obj.pk, obj.embedding_model or "—")
 
     @admin.display(description="Tenant")
     def tenant_slug(self, obj: Document) -> str:
@@ -331,7 +352,9 @@ class DocumentAdmin(TenantScopedAdmin):
         rows = document_progress(documents=self.get_queryset(request), ids=ids)
         labels = dict(DocumentStatus.choices)
         return JsonResponse({"documents": [
-            {**row, "status_label": labels[row["status"]], "updated_at": row["updated_at"].isoformat()} for row in rows
+            {**row, "status_label": labels[row["status"]], "updated_at": row["updated_at"].isoformat(),
+             "eta_at": row["eta_at"].isoformat() if row["eta_at"] else None}
+            for row in rows
         ]})
 
     def chunks_view(self, request: HttpRequest, object_id: int) -> TemplateResponse:

@@ -522,7 +522,10 @@ class DocumentUploadApi(APIView):
         responses={202: DocumentUploadOutputSerializer},
         summary="Upload files for background processing (editor); poll GET /v1/documents/{id}",
         description="Each file at most QUARRY_UPLOAD_MAX_BYTES (a larger one: 413, and nothing is stored); `ids` "
-                    "(one per file) default to the file names; `title` and `uri` apply to a single file only.",
+                    "(one per file) default to the file names; `title` and `uri` apply to a single file only. "
+                    f"A file's text may hold up to {limits.MAX_CHARS_PER_DOCUMENT:,} characters and be cut into up to "
+                    f"{limits.MAX_CHUNKS_PER_INGEST:,} chunks: one over a bound ends `failed`, before any embedding, "
+                    "with an `error` that states these limits.",
     )
     def post(self, request: Request) -> Response:
         ctx = resolve_tenant_context(request)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 from accounts.models import Tenant
 from config.parsers import BoundedJSONFormField
@@ -61,7 +62,7 @@ def add_input_error(form: forms.Form, exc: DocumentInputError) -> None:
 
 class DocumentUploadForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
-    files = MultipleFileField(required=False, help_text=f"One or many files: {SUPPORTED}.")
+    files = MultipleFileField(required=False)
     text = forms.CharField(
         required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
         label="Or paste text", help_text="Instead of files: the text of one document.",
@@ -77,6 +78,8 @@ class DocumentUploadForm(forms.Form):
 
     def __init__(self, *args: Any, tenants: Sequence[Tenant], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Read at each render: the limit is a setting, and editors meet the bounds here first.
+        self.fields["files"].help_text = f"One or many files: {SUPPORTED}. {limits.editor_bounds(settings.QUARRY_UPLOAD_MAX_BYTES)}"
         self.fields["tenant"].queryset = Tenant.objects.filter(pk__in=[t.pk for t in tenants])
         if len(tenants) == 1:
             self.fields["tenant"].initial = tenants[0]
@@ -125,8 +128,10 @@ class DocumentChangeForm(forms.ModelForm):
         document = self.instance
         if not self.edits_text(document):
             del self.fields["text"]
-        else:
-            self.fields["text"].initial = document.source_text or document.text
+        elif not self.is_bound:
+            # The admin lists `text` among the form's fields, so the model's `text` (empty until a
+            # version lands) would be the initial value: a queued paste would open blank.
+            self.initial["text"] = document.source_text or document.text
 
     def clean_metadata(self) -> dict[str, object]:
         return clean_metadata_value(self.cleaned_data.get("metadata"))

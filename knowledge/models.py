@@ -51,7 +51,8 @@ class DocumentQuerySet(models.QuerySet["Document"]):
         )
         return self.filter(claimable, cancel_requested=False).update(
             status=DocumentStatus.PROCESSING, lease_id=lease_id, lease_expires_at=from_now(lease_seconds),
-            attempts=F("attempts") + 1, progress=0.0, started_at=Now(), finished_at=None, updated_at=Now(),
+            # progress is kept: a resumed run starts where the last one was (it only moves forward).
+            attempts=F("attempts") + 1, started_at=Now(), finished_at=None, updated_at=Now(), eta_at=None,
         )
 
     def mark_requested(self, *, actor: str, requeue_after: float) -> int:
@@ -62,12 +63,14 @@ class DocumentQuerySet(models.QuerySet["Document"]):
             generation=F("generation") + 1,
             requested_by=actor[:200],
             cancel_requested=False,
+            cancelled=False,
             attempts=0,
             error="",
             status=Case(When(live, then=Value(DocumentStatus.PROCESSING)), default=Value(DocumentStatus.QUEUED)),
             lease_id=Case(When(live, then=F("lease_id")), default=Value("")),
             lease_expires_at=Case(When(live, then=F("lease_expires_at")), default=from_now(requeue_after)),
             progress=Case(When(live, then=F("progress")), default=Value(0.0)),
+            phase=Case(When(live, then=F("phase")), default=Value("")),
             started_at=Case(When(live, then=F("started_at")), default=Value(None), output_field=models.DateTimeField()),
             queued_at=Now(),
             finished_at=None,
@@ -77,15 +80,15 @@ class DocumentQuerySet(models.QuerySet["Document"]):
     def mark_queued(self, *, requeue_after: float) -> int:
         """Release any lease and queue again, fresh attempts, for the request now on the rows."""
         return self.update(
-            status=DocumentStatus.QUEUED, progress=0.0, lease_id="", lease_expires_at=from_now(requeue_after),
+            status=DocumentStatus.QUEUED, progress=0.0, phase="", eta_at=None, lease_id="", lease_expires_at=from_now(requeue_after),
             attempts=0, error="", queued_at=Now(), started_at=None, updated_at=Now(),
         )
 
-    def mark_failed(self, *, actor: str, error: str, bump: bool) -> int:
+    def mark_failed(self, *, actor: str, error: str, bump: bool, cancelled: bool = False) -> int:
         """Fail the latest request at once (a worker on it loses its lease and writes nothing).
         ``bump``: this is itself a new request (an upload refused at once), not the end of one."""
         return self.update(
-            status=DocumentStatus.FAILED, error=error, progress=0.0, lease_id="", lease_expires_at=None,
+            status=DocumentStatus.FAILED, error=error, progress=0.0, phase="", eta_at=None, lease_id="", lease_expires_at=None, cancelled=cancelled,
             cancel_requested=False, finished_at=Now(), updated_at=Now(), requested_by=actor[:200],
             **({"generation": F("generation") + 1, "attempts": 0, "queued_at": Now()} if bump else {}),
         )
@@ -146,6 +149,15 @@ class Document(models.Model):
     queued_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
     started_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
     finished_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+    # What the worker is doing now, for the editors' live list: a phase (extracting,
+    # embedding, indexing), its counts (texts embedded of the texts to embed, reused
+    # ones included) and when it expects to finish (NULL: no estimate yet).
+    phase = models.CharField(max_length=16, blank=True, default="", db_default="")
+    phase_done = models.PositiveIntegerField(default=0, db_default=0)
+    phase_total = models.PositiveIntegerField(default=0, db_default=0)
+    eta_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
+    # Failed because an editor cancelled it (the list says "Cancelled", not "Failed").
+    cancelled = models.BooleanField(default=False, db_default=False)
 
     objects = DocumentQuerySet.as_manager()
 
@@ -211,6 +223,31 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return self.chunk_id
+
+
+class EmbeddingCache(models.Model):
+    """Vectors as the worker computes them, before its chunks land: keyed by tenant, model and the
+    content hash of the embedded text (``embedding_input``), so a killed or retried run re-uses
+    them instead of embedding everything again. A landing document's entries are dropped in the
+    chunk swap's transaction (its chunks then hold the vectors); the reclaim task prunes the
+    entries of work nobody came back for."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_index=False, related_name="+")
+    model_id = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=64)
+    # double precision[], L2-normalized, exactly as the chunk will store it.
+    embedding = ArrayField(models.FloatField())
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            # The lookup of a resumed run, the upsert of a running one and the swap's delete.
+            models.UniqueConstraint(fields=["tenant", "model_id", "content_hash"], name="embedding_cache_key"),
+        ]
+        indexes = [
+            # The reclaim task's pruning of old entries.
+            models.Index(fields=["created_at"], name="embedding_cache_created"),
+        ]
 
 
 class TermStat(models.Model):

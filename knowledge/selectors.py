@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
 from django.db.models import BooleanField, ExpressionWrapper, Q
-from django.db.models.functions import Length, Substr
+from django.db.models.functions import Length
+from django.utils import timezone
 
 from accounts.models import Tenant
 from knowledge import rag
+from knowledge.rag.types import declared_dimension, embedder_model_id
 from knowledge.models import Chunk, Document, DocumentStatus, Entity, Mention, Relation
 
 
@@ -65,35 +69,102 @@ def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> tuple[rag.RAGChunk, ..
 
 # --- The editors' admin and the documents API ---------------------------------------------------
 
-CHUNK_PREVIEW_CHARS = 160
-
-
 def document_list_for_tenants(*, tenants: Sequence[Tenant] | None) -> "QuerySet[Document]":  # noqa: F821
     """Documents of ``tenants`` (None: every tenant, for superusers), newest first."""
     documents = Document.objects.select_related("tenant").order_by("-updated_at", "-id")
     return documents if tenants is None else documents.filter(tenant__in=list(tenants))
 
 
+PROGRESS_FIELDS = (
+    "id", "status", "progress", "error", "chunk_count", "version", "attempts", "cancel_requested", "updated_at",
+    "embedding_model", "phase", "phase_done", "phase_total", "eta_at", "cancelled",
+)
+
+
 def document_progress(*, documents: "QuerySet[Document]", ids: Sequence[int]) -> list[dict[str, object]]:  # noqa: F821
-    """Status and progress of the documents with these primary keys, among ``documents`` (already scoped)."""
-    return list(
-        documents.filter(pk__in=list(ids)).order_by().values(
-            "id", "status", "progress", "error", "chunk_count", "version", "attempts", "cancel_requested", "updated_at"
-        )
-    )
+    """Status, progress and phase of the documents with these primary keys, among ``documents`` (already scoped),
+    each with its ``display`` (``document_display``) for the configured embedding model."""
+    model = current_embedding_model()
+    now = timezone.now()
+    rows = list(documents.filter(pk__in=list(ids)).order_by().values(*PROGRESS_FIELDS))
+    return [{**row, "display": document_display(row, current_model=model, now=now)} for row in rows]
+
+
+def current_embedding_model() -> str | None:
+    """The model id new vectors get (None: embeddings are off): what ``re-index needed`` compares with."""
+    embedder = rag.default_embedder()
+    return None if embedder is None else embedder_model_id(embedder, declared_dimension(embedder))
+
+
+class DocumentDisplay(TypedDict):
+    state: str  # queued | processing | ready | failed | cancelled
+    label: str  # "Embedding 1,200 / 3,300", "Cancelled", ...
+    detail: str  # the estimate of the time left, or why the work is waiting
+    percent: int
+    eta_seconds: int | None
+    reindex_needed: bool
+
+
+def document_display(row: Mapping[str, Any], *, current_model: str | None, now: datetime) -> DocumentDisplay:
+    """How the editors' list shows a document's state (``row``: the ``PROGRESS_FIELDS`` of a document).
+
+    Cancelled work is its own state, not a failure. A processing document names its phase,
+    with counts while embedding and an estimate of the time left once the worker has one.
+    ``reindex_needed``: its chunks were embedded with another model than the one configured
+    now, so semantic search cannot use them until it is re-indexed.
+    """
+    status = str(row["status"])
+    percent = round(float(row["progress"]) * 100)
+    eta: int | None = None
+    detail = ""
+    if status == DocumentStatus.PROCESSING:
+        state = "processing"
+        phase = str(row.get("phase") or "")
+        if row.get("cancel_requested"):
+            label = "Cancelling…"
+        elif phase == "embedding" and row.get("phase_total"):
+            label = f"Embedding {int(row['phase_done']):,} / {int(row['phase_total']):,}"
+        elif phase:
+            label = f"{phase.capitalize()}…"
+        else:
+            label = f"Processing {percent}%"
+        eta_at = row.get("eta_at")
+        if eta_at is not None and not row.get("cancel_requested"):
+            eta = max(0, round((eta_at - now).total_seconds()))
+            detail = f"about {_duration(eta)} left"
+    elif status == DocumentStatus.FAILED:
+        state = "cancelled" if row.get("cancelled") else "failed"
+        label = "Cancelled" if row.get("cancelled") else "Failed"
+        percent = 0
+    elif status == DocumentStatus.QUEUED:
+        state, label = "queued", "Queued"
+        if percent and int(row.get("attempts") or 0):
+            detail = f"resumes at {percent}%"
+    else:
+        state, label = "ready", "Ready"
+    model = str(row.get("embedding_model") or "")
+    reindex = bool(current_model and model and model != current_model and int(row.get("chunk_count") or 0))
+    return DocumentDisplay(state=state, label=label, detail=detail, percent=percent, eta_seconds=eta, reindex_needed=reindex)
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 60:
+        return f"{max(1, seconds)} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
 def document_chunk_rows(*, tenant: Tenant, document: Document) -> "QuerySet[Chunk]":  # noqa: F821
-    """The document's chunks in order, without their text or vectors: ordinal, offsets, a preview, embedded or not.
+    """The document's chunks in order, with their full text but without vectors: ordinal, offsets, text, embedded or not.
 
-    The preview is cut in the database, so a page of chunks never loads megabytes of text.
+    Callers take a page (a slice) of it: chunks are at most ``limits.MAX_CHARS_PER_CHUNK``
+    characters and ~2,000 with the default chunker, so a page stays small.
     """
     return (
         Chunk.objects.filter(tenant=tenant, document=document)
         .order_by("ordinal")
-        .values("chunk_id", "ordinal", "start_char", "end_char", "embedding_model")
+        .values("chunk_id", "ordinal", "start_char", "end_char", "embedding_model", "text")
         .annotate(
-            preview=Substr("text", 1, CHUNK_PREVIEW_CHARS),
             length=Length("text"),
             embedded=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()),
         )

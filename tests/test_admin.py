@@ -4,6 +4,7 @@ chunks, the search playground, and tenant scoping of staff users."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,12 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from django_q.models import OrmQ
 
 from knowledge import rag
 from knowledge.models import AuditEvent, Document
+from knowledge.selectors import current_embedding_model
 from knowledge.services.documents import document_ingest, document_upload_create
 from tests.conftest import World
 from tests.embedders import BagOfWordsEmbedder
@@ -225,6 +228,42 @@ def test_progress_endpoint_reports_only_documents_in_scope(staff: World) -> None
     assert login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": "1,x"}).status_code == 400
 
 
+def test_progress_endpoint_shows_phase_counts_estimate_version_and_model(staff: World) -> None:
+    document = indexed(staff, "big", "A big one.")
+    Document.objects.filter(pk=document.pk).update(
+        status="processing", progress=0.5, phase="embedding", phase_done=1200, phase_total=3300,
+        eta_at=timezone.now() + timedelta(seconds=150), lease_id="w", lease_expires_at=timezone.now() + timedelta(minutes=1),
+    )
+    [row] = login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": str(document.pk)}).json()["documents"]
+    assert (row["version"], row["embedding_model"]) == (1, "test/bag-of-words")
+    shown = row["display"]
+    assert (shown["state"], shown["label"], shown["percent"]) == ("processing", "Embedding 1,200 / 3,300", 50)
+    assert 140 <= shown["eta_seconds"] <= 150 and shown["detail"] in ("about 2 min left", "about 3 min left")
+    Document.objects.filter(pk=document.pk).update(phase="indexing", eta_at=None)
+    [row] = login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": str(document.pk)}).json()["documents"]
+    assert (row["display"]["label"], row["display"]["detail"]) == ("Indexing…", "")
+
+
+def test_cancelled_documents_are_cancelled_not_failed_and_a_changed_model_asks_for_a_reindex(staff: World) -> None:
+    cancelled = indexed(staff, "stopped", "Cancelled by an editor.")
+    failed = indexed(staff, "broken", "A real failure.")
+    stale = indexed(staff, "stale", "Embedded with an older model.")
+    current = current_embedding_model()
+    assert current is not None
+    Document.objects.filter(pk=cancelled.pk).update(status="failed", cancelled=True, error="stopped was cancelled by editor.", embedding_model=current)
+    Document.objects.filter(pk=failed.pk).update(status="failed", error="broken could not be indexed.", embedding_model=current)
+    Document.objects.filter(pk=stale.pk).update(embedding_model="old/model")
+    client = login(staff.editor)
+    html = client.get(CHANGELIST).content.decode()
+    assert html.count('data-state="cancelled"') == 1 and html.count('data-state="failed"') == 1
+    rows = {r["id"]: r["display"] for r in client.get(
+        reverse("admin:knowledge_document_progress"), {"ids": f"{cancelled.pk},{failed.pk},{stale.pk}"}).json()["documents"]}
+    assert (rows[cancelled.pk]["state"], rows[cancelled.pk]["label"]) == ("cancelled", "Cancelled")
+    assert (rows[failed.pk]["state"], rows[failed.pk]["label"]) == ("failed", "Failed")
+    assert [pk for pk, shown in rows.items() if shown["reindex_needed"]] == [stale.pk]
+    assert html.count("re-index needed") == 3 and html.count('class="quarry-reindex">') == 1  # shown once, hidden twice
+
+
 def run_action(client: Client, action: str, documents: list[Document], **extra: str):  # type: ignore[no-untyped-def]
     return client.post(CHANGELIST, {"action": action, "_selected_action": [d.pk for d in documents], **extra}, follow=True)
 
@@ -278,15 +317,18 @@ def test_delete_from_the_change_page_lists_counts_not_chunks(staff: World) -> No
 # --- Chunks and search -------------------------------------------------------------------------------------
 
 
-def test_chunk_view_lists_ordinals_offsets_previews_and_embedding(staff: World) -> None:
+def test_chunk_view_lists_ordinals_offsets_full_texts_and_embedding(staff: World) -> None:
     document = indexed(staff, "long", "Quarry chunk view. " * 300, title="Long")
     response = login(staff.editor).get(reverse("admin:knowledge_document_chunks", args=[document.pk]))
     assert response.status_code == 200
     rows = response.context["rows"]
     assert [r["ordinal"] for r in rows] == list(range(document.chunk_count)) and document.chunk_count >= 3
     assert rows[0]["start_char"] == 0 and rows[0]["embedded"] is True and rows[0]["embedding_model"] == "test/bag-of-words"
-    assert len(rows[0]["preview"]) == 160
-    assert "long:0" in response.content.decode()
+    # The whole text of each chunk, and the range of the document it is.
+    assert [document.text[r["start_char"]:r["end_char"]] for r in rows] == [r["text"] for r in rows]
+    assert len(rows[0]["text"]) == rows[0]["length"] > 1000
+    html = response.content.decode()
+    assert "long:0" in html and f'0–{rows[0]["end_char"]}' in html and rows[1]["text"].strip()[-60:] in html
 
 
 def test_chunk_view_shows_chunks_that_are_not_slices_without_offsets(staff: World) -> None:
@@ -298,7 +340,7 @@ def test_chunk_view_shows_chunks_that_are_not_slices_without_offsets(staff: Worl
     document = Document.objects.get(external_id="loud")
     response = login(staff.editor).get(reverse("admin:knowledge_document_chunks", args=[document.pk]))
     assert response.status_code == 200
-    assert [(r["start_char"], r["end_char"], r["preview"]) for r in response.context["rows"]] == [(None, None, "QUIET WORDS")]
+    assert [(r["start_char"], r["end_char"], r["text"]) for r in response.context["rows"]] == [(None, None, "QUIET WORDS")]
     assert "not a slice" in response.content.decode() and "None" not in response.content.decode()
 
 
@@ -414,3 +456,10 @@ def test_superuser_sees_each_search_index_with_size_live_rows_and_last_rebuild(s
 
 def test_tenant_admins_do_not_see_the_shared_indexes(staff: World) -> None:
     assert login(staff.owner).get("/admin/knowledge/indexrebuild/").status_code == 403
+
+
+def test_the_upload_form_states_the_limits(staff: World, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_UPLOAD_MAX_BYTES = 20 * 1024 * 1024
+    html = login(staff.editor).get(CHANGELIST + "add/").content.decode()
+    assert ("A document may hold up to 10,000,000 characters of text and be cut into up to 10,000 chunks; "
+            "an uploaded file may be up to 20 MB.") in html

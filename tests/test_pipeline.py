@@ -25,7 +25,7 @@ from django_q.models import OrmQ, Schedule
 from knowledge import rag
 from knowledge.services import documents as doc_services
 from knowledge.services import processing, reclaim, state
-from knowledge.models import AuditEvent, Chunk, Document, DocumentStatus
+from knowledge.models import AuditEvent, Chunk, Document, DocumentStatus, EmbeddingCache
 from knowledge.services.documents import DocumentInputError
 from knowledge.services.processing import Outcome
 from knowledge.rag.embedding import LiteLLMEmbedder
@@ -117,6 +117,8 @@ def test_upload_queues_each_file_and_enqueues_its_task_on_commit(world: World, d
     queued = sorted(task.func() for task in OrmQ.objects.all())
     assert queued == ["knowledge.tasks.process_document"] * 2
     assert sorted(task.args()[0] for task in OrmQ.objects.all()) == sorted(d.pk for d in documents)
+    # No wall-clock kill for the document task (-1: none in django-q2): its lease says whether its worker lives.
+    assert [task.task["timeout"] for task in OrmQ.objects.all()] == [-1, -1]
     # The reclaim schedule is put back whenever work is queued.
     schedule = Schedule.objects.get(name=state.RECLAIM_SCHEDULE_NAME)
     assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == ("knowledge.tasks.reclaim_documents", "I", 1, -1)
@@ -293,7 +295,7 @@ def test_cancelling_queued_work_fails_it_at_once_with_the_reason(world: World) -
     result = doc_services.document_cancel(documents=[document], actor="alice")
     assert result == doc_services.CancelResult(cancelled=1, stopping=0, not_running=0)
     document = reload(document)
-    assert document.status == "failed"
+    assert (document.status, document.cancelled) == ("failed", True)  # the list says Cancelled, not Failed
     assert document.error == "draft was cancelled by alice before it finished. Nothing was indexed."
     assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert doc_services.document_cancel(documents=[document], actor="alice").not_running == 1
@@ -316,15 +318,20 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     assert results == [doc_services.CancelResult(cancelled=0, stopping=1, not_running=0)]
     document = reload(document)
     assert document.status == "failed" and document.error == "handbook was cancelled by alice before it finished. The previous version stays searchable."
-    assert (document.version, document.lease_id, document.cancel_requested) == (1, "", False)
+    assert (document.version, document.lease_id, document.cancel_requested, document.cancelled) == (1, "", False, True)
     # It stopped between batches, long before embedding everything, and wrote nothing.
     assert len(provider.received("/v1/embeddings")) < 10
     assert keyword_hits(world, "searchable") == ["handbook:0"]
     # Retry picks the cancelled request up again.
     provider.routes["/v1/embeddings"] = embeddings_route
+    before, kept = embedded_texts(provider), EmbeddingCache.objects.filter(tenant=world.acme).count()
+    assert kept > 0
     assert doc_services.document_retry(documents=[document], actor="alice") == 1
+    assert not reload(document).cancelled
     assert process(document, provider) is Outcome.READY
     assert reload(document).chunk_count > 1
+    # The cancelled run's vectors were kept: the retry embedded only the rest.
+    assert embedded_texts(provider) - before == reload(document).chunk_count - kept
 
 
 # --- Leases and reclaim ---------------------------------------------------------------------------
@@ -345,7 +352,7 @@ def test_reclaim_requeues_an_expired_lease_and_fails_it_when_out_of_attempts(wor
         assert reclaim.documents_reclaim() == reclaim.ReclaimResult(requeued=1, failed=0, resent=0)
     document = reload(document)
     assert (document.status, document.lease_id) == ("queued", "")
-    assert document.error == "Attempt 1 of 2 on stuck was interrupted (the worker stopped or timed out); it is queued again."
+    assert document.error == "Attempt 1 of 2 on stuck was interrupted (the worker stopped); it is queued again and resumes where it stopped."
     assert document.lease_expires_at > timezone.now()
     assert [t.args()[0] for t in OrmQ.objects.all() if t.func() == state.PROCESS_TASK].count(document.pk) >= 1
 
@@ -354,8 +361,7 @@ def test_reclaim_requeues_an_expired_lease_and_fails_it_when_out_of_attempts(wor
     document = reload(document)
     assert document.status == "failed" and document.lease_expires_at is None
     assert document.error == (
-        "stuck could not be processed: the worker stopped before finishing 2 times (killed, out of memory, "
-        "or over the 600 s time limit). Nothing was indexed."
+        "stuck could not be processed: the worker stopped before finishing 2 times (killed, or out of memory). Nothing was indexed."
     )
     assert reclaim.documents_reclaim() == reclaim.ReclaimResult(0, 0, 0)
 
@@ -515,3 +521,108 @@ def test_synchronous_ingest_supersedes_queued_background_work(world: World, prov
     from django.core.files.storage import default_storage
 
     assert not default_storage.exists(stored)
+
+
+# --- Work that survives its own length: vectors stored as computed, resumed after a kill ----------
+
+
+def embedded_texts(server: FakeOpenAI) -> int:
+    return sum(len(r.json["input"]) for r in server.received("/v1/embeddings"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_that_stops_half_way_leaves_its_vectors_and_the_next_run_resumes_there(world: World, provider: FakeOpenAI) -> None:
+    document = paste(world, "long", LONG_TEXT)
+    batches = 0
+
+    def dies_after_three_batches(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+        nonlocal batches
+        batches += 1
+        time.sleep(0.6)  # long enough for the heartbeat to record progress between batches
+        if batches == 3:
+            # As if the worker were killed: the reclaim task gave its lease to another run.
+            Document.objects.filter(pk=document.pk).update(lease_id="dead-worker", lease_expires_at=timezone.now() - timedelta(seconds=1))
+            time.sleep(1.5)  # the heartbeat notices; the next cancellation point stops the run
+        return embeddings_route(server, request)
+
+    provider.routes["/v1/embeddings"] = db_route(dies_after_three_batches)
+    assert process(document, provider, batch_size=2) is Outcome.LOST
+    first_run = embedded_texts(provider)
+    cached = EmbeddingCache.objects.filter(tenant=world.acme, model_id="openai/test-embed").count()
+    assert cached == first_run >= 6  # every computed batch was stored, the last one included
+    stopped_at = reload(document).progress
+    assert 0.1 < stopped_at < 0.95
+
+    seen: list[float] = []
+
+    def watched(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+        seen.append(Document.objects.get(pk=document.pk).progress)
+        return embeddings_route(server, request)
+
+    provider.routes["/v1/embeddings"] = db_route(watched)
+    provider.requests.clear()
+    assert process(document, provider, batch_size=2) is Outcome.READY
+    document = reload(document)
+    assert (document.status, document.attempts, document.phase) == ("ready", 2, "")
+    # Only what the first run had not embedded is embedded again.
+    assert embedded_texts(provider) == document.chunk_count - cached
+    assert min(seen) >= stopped_at and seen == sorted(seen)  # progress never went back
+    # The chunks hold the vectors now: the cache entries are gone, and every chunk is embedded.
+    assert not EmbeddingCache.objects.filter(tenant=world.acme).exists()
+    assert not Chunk.objects.filter(document=document, embedding__isnull=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cached_vectors_are_per_tenant_and_per_model(world: World, provider: FakeOpenAI) -> None:
+    EmbeddingCache.objects.create(tenant=world.globex, model_id="openai/test-embed", content_hash="x" * 64, embedding=[1.0] * 8)
+    document = paste(world, "short", "One chunk about granite.")
+    assert process(document, provider) is Outcome.READY
+    assert embedded_texts(provider) == 1
+    assert EmbeddingCache.objects.filter(tenant=world.globex).count() == 1  # another tenant's entries are not touched
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_reports_phase_counts_and_an_estimate(world: World, provider: FakeOpenAI) -> None:
+    document = paste(world, "long", LONG_TEXT)
+    seen: list[tuple[str, int, int, bool]] = []
+
+    def slow(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+        time.sleep(0.4)
+        row = Document.objects.filter(pk=document.pk).values_list("phase", "phase_done", "phase_total", "eta_at").get()
+        seen.append((row[0], row[1], row[2], row[3] is not None))
+        return embeddings_route(server, request)
+
+    provider.routes["/v1/embeddings"] = db_route(slow)
+    assert process(document, provider, batch_size=2) is Outcome.READY
+    total = reload(document).chunk_count
+    # (the first batch may come before the first heartbeat)
+    assert {phase for phase, *_ in seen[3:]} == {"embedding"}
+    assert all(t == total for _, _, t, _ in seen[3:])
+    assert [d for _, d, _, _ in seen] == sorted(d for _, d, _, _ in seen) and seen[-1][1] > 0
+    assert any(has_eta for *_, has_eta in seen)
+    assert (reload(document).phase, reload(document).eta_at) == ("", None)
+
+
+def test_an_operator_may_still_bound_the_document_task(world: World, settings, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_DOCUMENT_TASK_TIMEOUT = 7200
+    with django_capture_on_commit_callbacks(execute=True):
+        paste(world, "bounded", "An operator's backstop.")
+    assert [task.task["timeout"] for task in OrmQ.objects.all()] == [7200]
+
+
+# --- Limits, stated where editors meet them -------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_file_whose_text_is_over_the_bound_fails_before_any_embedding_with_the_stated_limits(world: World, provider: FakeOpenAI, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.QUARRY_UPLOAD_MAX_BYTES = 12 * 1024 * 1024
+    text = ("Word " * 2_000_001).encode()  # 10,000,005 characters
+    [document] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("huge.txt", text, "text/plain")])
+    assert process(document, provider) is Outcome.FAILED
+    document = reload(document)
+    assert document.error == (
+        "huge.txt has 10,000,005 characters of text, over the limit of 10,000,000 per document. "
+        "A document may hold up to 10,000,000 characters of text and be cut into up to 10,000 chunks; "
+        "an uploaded file may be up to 12 MB."
+    )
+    assert provider.received("/v1/embeddings") == [] and not EmbeddingCache.objects.exists()

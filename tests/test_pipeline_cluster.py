@@ -3,7 +3,8 @@
 - ORM broker: a batch with good and bad files, live progress, and concurrent re-index requests.
 - Redis broker: upload over HTTP (uvicorn), processed by a cluster, polled and searched over HTTP.
 - A worker killed mid-document (SIGKILL to the cluster's process group): the previous chunks
-  stay searchable, and a new cluster's reclaim schedule picks the document up and finishes it.
+  stay searchable, and a new cluster's reclaim schedule picks the document up and finishes it,
+  re-using the vectors the killed worker had stored instead of embedding them again.
 
 The clusters embed with the real local model. Uploads are stored under a temporary
 QUARRY_DATA_DIR shared with the child processes.
@@ -12,6 +13,7 @@ QUARRY_DATA_DIR shared with the child processes.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -30,8 +32,8 @@ from django_q.models import Schedule, Success
 
 from knowledge import rag
 from knowledge.services import documents as doc_services
-from knowledge.services import indexing, state
-from knowledge.models import Chunk, Document, Posting
+from knowledge.services import indexing, reclaim, state
+from knowledge.models import Chunk, Document, EmbeddingCache, Posting
 from knowledge.selectors import chunk_search
 from tests.conftest import World
 from tests.factories import make_token
@@ -227,3 +229,36 @@ def test_a_killed_worker_leaves_old_chunks_searchable_and_a_new_cluster_finishes
     assert rescued.chunk_count > 30 and rescued.lease_expires_at is None
     assert keyword_ids(world, "marble") == ["handbook"] and keyword_ids(world, "granite") == []
     assert Success.objects.filter(func=state.RECLAIM_TASK).exists()
+
+
+def test_a_worker_killed_mid_embedding_resumes_from_its_stored_vectors(world: World, data_dir: Path) -> None:
+    text = "\n\n".join(f"Chapter {n}: the quartz ledger, entry {n * 7919 % 10007}. " + f"Quartz shipment {n} was weighed, logged and stored. " * 38
+                       for n in range(160))
+    document = doc_services.document_text_save(tenant=world.acme, external_id="ledger", text=text, actor="editor")
+    env = cluster_env(data_dir, QUARRY_WORKERS="1")
+    with cluster(env, log_name="qcluster-resume-killed") as first:
+        wait_for(lambda: EmbeddingCache.objects.filter(tenant=world.acme).count() >= 64, timeout=180, interval=0.05,
+                 what=f"the first cluster to have stored two batches: {read_log('qcluster-resume-killed')[-2000:]}")
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    killed = Document.objects.get(pk=document.pk)
+    stored = EmbeddingCache.objects.filter(tenant=world.acme).count()
+    assert killed.status == "processing" and killed.phase == "embedding" and 0 < killed.phase_done < killed.phase_total
+    assert stored < killed.phase_total  # it really died mid-way
+
+    # The lease lapses (3 s); the reclaim task re-queues the document, and a new cluster takes it.
+    wait_for(lambda: Document.objects.filter(pk=document.pk, lease_expires_at__lt=timezone.now()).exists(), timeout=10, what="the lease to lapse")
+    assert reclaim.documents_reclaim().requeued == 1
+    requeued = Document.objects.get(pk=document.pk)
+    assert requeued.progress >= killed.progress  # the bar does not jump back
+    with cluster(env, log_name="qcluster-resume-rescue"):
+        wait_for(lambda: Document.objects.get(pk=document.pk).status in TERMINAL, timeout=300, interval=0.2,
+                 what=f"the new cluster to finish the document: {read_log('qcluster-resume-rescue')[-2000:]}")
+    rescued = Document.objects.get(pk=document.pk)
+    assert (rescued.status, rescued.error, rescued.attempts, rescued.progress) == ("ready", "", 2, 1.0)
+    line = re.search(r"embedded (\d+) of (\d+) texts; (\d+) re-used", read_log("qcluster-resume-rescue"))
+    assert line is not None, read_log("qcluster-resume-rescue")[-2000:]
+    embedded, total, reused = map(int, line.groups())
+    assert total == rescued.chunk_count and reused >= stored and embedded == total - reused
+    assert not EmbeddingCache.objects.filter(tenant=world.acme).exists()
+    assert keyword_ids(world, "quartz") == ["ledger"]

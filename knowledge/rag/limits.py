@@ -60,6 +60,15 @@ NON_BLANK_TEXT_PATTERN = f"^[^{_CONTROLS}]*[^\\s\\u0085{_CONTROLS}][^{_CONTROLS}
 DOCUMENT_TEXT_PATTERN = "^[^\\u0000]*[^\\s\\u0085\\u001c-\\u001f\\u0000][^\\u0000]*$"
 
 
+def editor_bounds(upload_max_bytes: int) -> str:
+    """The bounds editors work within, in one sentence: the upload form, README and the failure of
+    a document over a bound all say exactly this (so nothing fails on a limit nobody stated)."""
+    return (
+        f"A document may hold up to {MAX_CHARS_PER_DOCUMENT:,} characters of text and be cut into up to "
+        f"{MAX_CHUNKS_PER_INGEST:,} chunks; an uploaded file may be up to {describe_bytes(upload_max_bytes)}."
+    )
+
+
 def describe_bytes(n: int) -> str:
     """A byte count as messages show it: ``50 MB``, ``1.5 MB``, ``2,048 bytes`` (MB = 2**20 bytes)."""
     mb = 1024 * 1024

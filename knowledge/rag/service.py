@@ -159,6 +159,7 @@ class RAGService:
         trigger: Trigger = "user",
         actor: str | None = None,
         on_progress: Callable[[float], None] | None = None,
+        on_counts: Callable[[int, int], None] | None = None,
     ) -> int:
         """Replace each document's chunks completely; return the number of chunks generated and stored.
 
@@ -172,7 +173,13 @@ class RAGService:
         texts to embed that are done, after every embedding batch, and with 1.0
         just before the write when nothing needed embedding. It runs on the event
         loop, so it must not block; an exception it raises aborts the ingest
-        before anything is written (a worker's cancellation point).
+        before anything is written (a worker's cancellation point). ``on_counts(done,
+        total)``, when given, is called alike with the numbers of distinct texts to embed
+        (vectors re-used from stored chunks or an interrupted run count as done).
+
+        A backend with ``cache_embeddings`` receives every batch's vectors as soon as they
+        are computed, and ``cached_embeddings`` gives them back to a later attempt: work
+        interrupted half-way resumes instead of starting over.
         """
         docs = _check_documents(documents)
         planned = self._plan(docs)
@@ -186,7 +193,7 @@ class RAGService:
         if not self._started:
             await self.start()
 
-        vectors, model_id = await self._document_vectors(namespace, planned, on_progress)
+        vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
         store = _document_store(self.backend)
         if store is not None:
             prepared = [
@@ -417,7 +424,8 @@ class RAGService:
         return planned
 
     async def _document_vectors(
-        self, namespace: str, planned: list[tuple[RAGDocument, list[_Piece]]], on_progress: Callable[[float], None] | None
+        self, namespace: str, planned: list[tuple[RAGDocument, list[_Piece]]], on_progress: Callable[[float], None] | None,
+        on_counts: Callable[[int, int], None] | None = None,
     ) -> tuple[dict[str, Vector], str | None]:
         """Vectors by content hash for every chunk (reused where the backend holds them), and the model id."""
         if self.embedder is None:
@@ -443,7 +451,25 @@ class RAGService:
             for (_, digest), vector in known.items():
                 vectors.setdefault(digest, vector)
         missing = [(digest, text) for digest, text in items.items() if digest not in vectors]
-        vectors.update(await self._embed_many(missing, kind="document", on_progress=on_progress))
+        cached = getattr(self.backend, "cached_embeddings", None)
+        keep = getattr(self.backend, "cache_embeddings", None)
+        if missing and callable(cached) and model_id is not None:
+            # Vectors an interrupted run of this work computed before it stopped.
+            vectors.update(await cached(namespace, model_id, [digest for digest, _ in missing]))
+            missing = [(digest, text) for digest, text in missing if digest not in vectors]
+        store: Callable[[dict[str, Vector]], Any] | None = None
+        if callable(keep) and model_id is not None:
+            resolved_model = model_id
+
+            async def store(batch: dict[str, Vector]) -> None:
+                await keep(namespace, resolved_model, batch)
+
+        reused = len(items) - len(missing)
+        if on_counts is not None:
+            on_counts(reused, len(items))
+        vectors.update(await self._embed_many(
+            missing, kind="document", on_progress=on_progress, store=store, reused=reused, total=len(items), on_counts=on_counts,
+        ))
         if on_progress is not None and not missing:
             on_progress(1.0)
         return vectors, model_id
@@ -453,9 +479,14 @@ class RAGService:
         return declared_dimension(self.embedder) or self._dimension_seen
 
     async def _embed_many(
-        self, items: list[tuple[str, str]], *, kind: EmbedKind, on_progress: Callable[[float], None] | None = None
+        self, items: list[tuple[str, str]], *, kind: EmbedKind, on_progress: Callable[[float], None] | None = None,
+        store: Callable[[dict[str, Vector]], Any] | None = None, reused: int = 0, total: int | None = None,
+        on_counts: Callable[[int, int], None] | None = None,
     ) -> dict[str, Vector]:
+        """Embed ``(digest, text)`` items in batches. ``store`` (async) receives each batch's vectors as
+        soon as they are computed; progress counts the ``reused`` vectors of ``total`` as done."""
         out: dict[str, Vector] = {}
+        total = len(items) + reused if total is None else total
         step = limits.MAX_EMBED_BATCH
         if on_progress is not None:
             # Smaller calls so progress (and cancellation) moves during long work; the
@@ -466,9 +497,15 @@ class RAGService:
         for i in range(0, len(items), step):
             batch = items[i : i + step]
             vectors = await self._embed_checked([text for _, text in batch], kind=kind)
-            out.update({digest: vector for (digest, _), vector in zip(batch, vectors, strict=True)})
+            computed = {digest: vector for (digest, _), vector in zip(batch, vectors, strict=True)}
+            out.update(computed)
+            if store is not None:
+                await store(computed)
+            done = reused + i + len(batch)
+            if on_counts is not None:
+                on_counts(done, total)
             if on_progress is not None:
-                on_progress(min(1.0, (i + len(batch)) / len(items)))
+                on_progress(min(1.0, done / total))
         return out
 
     async def _call_embedder(self, texts: list[str], kind: EmbedKind) -> Any:

@@ -438,6 +438,18 @@ class EmbeddingCache(Protocol):
     async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> Mapping[tuple[str, str], Vector]: ...
 
 
+@runtime_checkable
+class VectorStore(Protocol):
+    """Optional backend capability: vectors kept as they are computed, before their chunks are written,
+    by ``(namespace, model_id, content_hash)``. The service hands each embedding batch to
+    ``cache_embeddings`` at once and asks ``cached_embeddings`` first, so an ingestion interrupted
+    half-way (a killed worker, a lost lease, a cancel) is resumed, not started over."""
+
+    async def cached_embeddings(self, namespace: str, model_id: str, digests: Sequence[str]) -> Mapping[str, Vector]: ...
+
+    async def cache_embeddings(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None: ...
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

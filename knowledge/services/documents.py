@@ -295,7 +295,7 @@ def document_cancel(*, documents: Iterable[Document], actor: str) -> CancelResul
                 Document.objects.filter(pk=document.pk).update(cancel_requested=True, error=message)
                 stopping += 1
             elif document.status in (DocumentStatus.QUEUED, DocumentStatus.PROCESSING):
-                state.fail_now(document, actor=actor, error=message, bump=False)
+                state.fail_now(document, actor=actor, error=message, bump=False, cancelled=True)
                 cancelled += 1
             else:
                 not_running += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from enum import Enum
 from typing import Literal
 
@@ -85,16 +86,23 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
     landed: list[Outcome] = []  # set by the guarded write, in its transaction
     error: str | None = None
     cancelled = False
-    with _LeaseKeeper(document.pk, claim.lease_id) as keeper:
+    with _LeaseKeeper(document.pk, claim.lease_id, floor=document.progress) as keeper:
         try:
+            keeper.phase(Phase.EXTRACTING)
             source = _source_document(document, label)
             keeper.report(_EXTRACTED)
             keeper.check()
-            service = _worker_service(claim, embedder, landed)
+            service = _worker_service(claim, embedder, landed, keeper)
+            keeper.phase(Phase.EMBEDDING)
             async_to_sync(service.ingest)(
                 [source], actor=document.requested_by or None,
                 on_progress=lambda fraction: keeper.report(_EXTRACTED + (_EMBEDDED - _EXTRACTED) * fraction, check=True),
+                on_counts=keeper.counts,
             )
+            if keeper.first_counts is not None:
+                reused, total = keeper.first_counts
+                logger.info("document %s (%s): embedded %s of %s texts; %s re-used (stored chunks or an interrupted run)",
+                            document.pk, label, total - reused, total, reused)
         except _Cancelled:
             cancelled = True
         except _LeaseLost:
@@ -107,6 +115,8 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
             error = f"{label} could not be indexed because the embedding model failed: {exc}"
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
             error = f"{label} could not be indexed: {exc.message}"
+            if exc.field == "documents":  # a bound of the whole document (chunks per request): say them all
+                error += ". " + limits.editor_bounds(settings.QUARRY_UPLOAD_MAX_BYTES)
         except rag.RAGError as exc:
             error = f"{label} could not be indexed: {exc}"
         except DatabaseError:
@@ -136,7 +146,8 @@ def _source_document(document: Document, label: str) -> rag.RAGDocument:
     else:
         raise _Failure(f"{label} has no stored source to process; upload the file or paste the text again")
     if len(text) > limits.MAX_CHARS_PER_DOCUMENT:
-        raise _Failure(f"{label} has {len(text):,} characters of text, over the limit of {limits.MAX_CHARS_PER_DOCUMENT:,} per document")
+        raise _Failure(f"{label} has {len(text):,} characters of text, over the limit of {limits.MAX_CHARS_PER_DOCUMENT:,} per document. "
+                       + limits.editor_bounds(settings.QUARRY_UPLOAD_MAX_BYTES))
     title = (document.title or title or document.source_name)[: limits.MAX_TITLE_CHARS] or None
     try:
         return rag.RAGDocument(document.external_id, text, title=title, uri=document.uri or None, metadata=document.metadata or {})
@@ -156,11 +167,12 @@ def _read_source(document: Document, label: str) -> bytes:
         raise _Failure(f"{label}: the uploaded file is missing from storage; upload it again") from None
 
 
-def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome]) -> rag.RAGService:
+def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome], keeper: _LeaseKeeper) -> rag.RAGService:
     """The tenant's RAG service, with a retrying embedder and a backend that writes only for the lease holder."""
     document = claim.document
 
     def before() -> None:
+        keeper.phase(Phase.INDEXING)
         row = Document.objects.select_for_update().filter(pk=document.pk).values_list("lease_id", "cancel_requested").first()
         if row is None or row[0] != claim.lease_id:
             raise _LeaseLost()
@@ -170,7 +182,7 @@ def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[O
     def after() -> None:
         # The backend has just set status=ready with the new chunks, in this transaction.
         done = Document.objects.filter(pk=document.pk, generation=document.generation).update(
-            lease_id="", lease_expires_at=None, finished_at=Now(), cancel_requested=False,
+            lease_id="", lease_expires_at=None, finished_at=Now(), cancel_requested=False, phase="", eta_at=None,
         )
         if done:
             landed.append(Outcome.READY)
@@ -195,16 +207,28 @@ def _finish_unlanded(claim: state.Claim, *, error: str | None, cancelled: bool) 
             return Outcome.LOST
         # The latest action wins: a cancel request is cleared by any later request.
         if row.cancel_requested:
-            state.fail_now(row, actor=row.requested_by, error=row.error or state.cancel_message(row, "an editor"), bump=False)
+            state.fail_now(row, actor=row.requested_by, error=row.error or state.cancel_message(row, "an editor"), bump=False, cancelled=True)
             return Outcome.CANCELLED
         if row.generation != claim.document.generation:
             state.requeue_now(row.pk)  # this run's failure concerned an older request
             return Outcome.REQUEUED
         if cancelled:
-            state.fail_now(row, actor=row.requested_by, error=state.cancel_message(row, "an editor"), bump=False)
+            state.fail_now(row, actor=row.requested_by, error=state.cancel_message(row, "an editor"), bump=False, cancelled=True)
             return Outcome.CANCELLED
         state.fail_now(row, actor=row.requested_by, error=error or f"{state.document_label(row)} could not be processed", bump=False)
         return Outcome.FAILED
+
+
+class Phase(str, Enum):
+    """What a worker is doing, as the live list shows it."""
+
+    EXTRACTING = "extracting"
+    EMBEDDING = "embedding"
+    INDEXING = "indexing"
+
+
+# An estimate of the time left needs this much embedding of the current run to go on.
+_ETA_MIN_SECONDS = 3.0
 
 
 class _LeaseKeeper:
@@ -216,12 +240,20 @@ class _LeaseKeeper:
     the work, which abandons it before anything is written.
     """
 
-    def __init__(self, document_pk: int, lease_id: str) -> None:
+    def __init__(self, document_pk: int, lease_id: str, *, floor: float = 0.0) -> None:
+        """``floor``: the progress an interrupted earlier run of this request reached; shown
+        progress never goes below it (a resumed run re-uses that run's vectors)."""
         self.document_pk = document_pk
         self.lease_id = lease_id
         self.lease_seconds = settings.QUARRY_DOCUMENT_LEASE_SECONDS
         self.interval = min(1.0, self.lease_seconds / 3)
-        self._progress = 0.0
+        self._progress = max(0.0, min(1.0, floor))
+        self._phase = ""
+        self._done_count = 0
+        self._total_count = 0
+        self._rate_start: tuple[float, int] | None = None  # (monotonic time, done) when this run began embedding
+        self._eta_seconds: float | None = None
+        self.first_counts: tuple[int, int] | None = None  # (re-used, total) when embedding began
         self._stop: type[_Stop] | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-document-{document_pk}", daemon=True)
@@ -240,6 +272,26 @@ class _LeaseKeeper:
         if check:
             self.check()
 
+    def phase(self, phase: Phase) -> None:
+        """Enter a phase (its counts and estimate start afresh). Called from any thread, never blocks."""
+        self._phase = phase.value
+        self._eta_seconds = None
+        if phase is not Phase.EMBEDDING:
+            self._done_count = self._total_count = 0
+
+    def counts(self, done: int, total: int) -> None:
+        """Embedding counts (re-used vectors included); the estimate is this run's rate over what is left."""
+        now = time.monotonic()
+        self._done_count, self._total_count = done, total
+        if self._rate_start is None:
+            self._rate_start = (now, done)
+            self.first_counts = (done, total)
+            return
+        started, done_then = self._rate_start
+        elapsed = now - started
+        if elapsed >= _ETA_MIN_SECONDS and done > done_then:
+            self._eta_seconds = (total - done) * elapsed / (done - done_then)
+
     def check(self) -> None:
         if self._stop is not None:
             raise self._stop()
@@ -256,10 +308,14 @@ class _LeaseKeeper:
         try:
             with connection.cursor() as cursor:
                 # One statement renews the lease, writes progress and reads the cancel flag.
+                # GREATEST: progress on the row only moves forward, whatever this run reports.
                 cursor.execute(
-                    f"UPDATE {table} SET lease_expires_at = now() + make_interval(secs => %s), progress = %s "
+                    f"UPDATE {table} SET lease_expires_at = now() + make_interval(secs => %s), "
+                    "progress = GREATEST(progress, %s), phase = %s, phase_done = %s, phase_total = %s, "
+                    "eta_at = CASE WHEN %s::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => %s::float8) END "
                     "WHERE id = %s AND lease_id = %s RETURNING cancel_requested",
-                    [self.lease_seconds, round(self._progress, 4), self.document_pk, self.lease_id],
+                    [self.lease_seconds, round(self._progress, 4), self._phase, self._done_count, self._total_count,
+                     self._eta_seconds, self._eta_seconds, self.document_pk, self.lease_id],
                 )
                 row = cursor.fetchone()
         except DatabaseError as exc:

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.functions import Now
 
 from knowledge.models import Document, DocumentStatus, from_now
@@ -20,6 +20,10 @@ from knowledge.services import state
 logger = logging.getLogger(__name__)
 
 _RECLAIM_BATCH = 500  # documents per reclaim run; the next run takes the rest
+# Vectors of work nobody came back for (failed for good, deleted) are kept this long, so
+# that a retry within it still resumes; then pruned, this many rows per reclaim run.
+EMBEDDING_CACHE_DAYS = 7
+_PRUNE_BATCH = 20_000
 
 
 @dataclass(frozen=True)
@@ -53,24 +57,37 @@ def documents_reclaim() -> ReclaimResult:
                 to_send.append(document.pk)
                 resent += 1
             elif document.cancel_requested:
-                state.fail_now(document, actor=document.requested_by, error=document.error or state.cancel_message(document, "an editor"), bump=False)
+                state.fail_now(document, actor=document.requested_by, error=document.error or state.cancel_message(document, "an editor"), bump=False, cancelled=True)
                 failed += 1
             elif document.attempts >= max_attempts:
                 state.fail_now(document, actor=document.requested_by, bump=False, error=(
                     f"{label} could not be processed: the worker stopped before finishing {document.attempts} "
-                    f"time{'s' if document.attempts != 1 else ''} (killed, out of memory, or over the "
-                    f"{state.task_timeout()} s time limit). {state.previous_note(document)}"))
+                    f"time{'s' if document.attempts != 1 else ''} (killed, or out of memory). {state.previous_note(document)}"))
                 failed += 1
             else:
                 row.update(
-                    status=DocumentStatus.QUEUED, lease_id="", lease_expires_at=from_now(state.requeue_after()), progress=0.0,
+                    # progress stays: the next run re-uses the vectors this one stored and resumes there.
+                    status=DocumentStatus.QUEUED, lease_id="", lease_expires_at=from_now(state.requeue_after()), phase="", eta_at=None,
                     queued_at=Now(), updated_at=Now(),
                     error=(f"Attempt {document.attempts} of {max_attempts} on {label} was interrupted (the worker "
-                           "stopped or timed out); it is queued again."),
+                           "stopped); it is queued again and resumes where it stopped."),
                 )
                 to_send.append(document.pk)
                 requeued += 1
         state.enqueue_on_commit(to_send)
-    if requeued or failed or resent:
-        logger.warning("reclaimed documents: %s re-queued, %s failed, %s re-sent", requeued, failed, resent)
+    pruned = embedding_cache_prune()
+    if requeued or failed or resent or pruned:
+        logger.warning("reclaimed documents: %s re-queued, %s failed, %s re-sent; %s stale cached vectors pruned",
+                       requeued, failed, resent, pruned)
     return ReclaimResult(requeued, failed, resent)
+
+
+def embedding_cache_prune() -> int:
+    """Delete cached vectors older than ``EMBEDDING_CACHE_DAYS`` (a bounded batch); returns how many."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DELETE FROM knowledge_embeddingcache WHERE id IN (SELECT id FROM knowledge_embeddingcache "
+            "WHERE created_at < now() - make_interval(days => %s) ORDER BY created_at LIMIT %s)",
+            [EMBEDDING_CACHE_DAYS, _PRUNE_BATCH],
+        )
+        return cursor.rowcount

@@ -47,6 +47,14 @@ def task_timeout() -> int:
     return int(settings.Q_CLUSTER.get("timeout") or 600)  # type: ignore[union-attr]
 
 
+def document_task_timeout() -> int:
+    """django-q2's per-task ``timeout`` for the document task: -1 (none) unless one is configured.
+
+    A redelivery of a task still running (the ORM broker's ``retry``) is harmless: the copy
+    finds the document leased to a live worker and is skipped."""
+    return settings.QUARRY_DOCUMENT_TASK_TIMEOUT or -1
+
+
 def requeue_after() -> int:
     # A queued document unclaimed for this long lost its queue entry: by then even the ORM
     # broker would have redelivered it.
@@ -87,9 +95,9 @@ def requeue_now(pk: int) -> None:
     enqueue_on_commit([pk])
 
 
-def fail_now(document: Document, *, actor: str, error: str, bump: bool = True) -> None:
+def fail_now(document: Document, *, actor: str, error: str, bump: bool = True, cancelled: bool = False) -> None:
     """Fail the latest request at once (any worker on it loses its lease and writes nothing)."""
-    Document.objects.filter(pk=document.pk).mark_failed(actor=actor, error=error, bump=bump)
+    Document.objects.filter(pk=document.pk).mark_failed(actor=actor, error=error, bump=bump, cancelled=cancelled)
 
 
 def enqueue_on_commit(pks: Sequence[int]) -> None:
@@ -102,7 +110,7 @@ def enqueue_on_commit(pks: Sequence[int]) -> None:
         reclaim_schedule_ensure()
         repair_schedule_ensure()
         for pk in pks:
-            async_task(PROCESS_TASK, pk, group=TASK_GROUP)
+            async_task(PROCESS_TASK, pk, group=TASK_GROUP, timeout=document_task_timeout())
 
     # robust: a broker outage must not turn a saved upload into an error page; the
     # documents stay queued and the reclaim task re-sends them.

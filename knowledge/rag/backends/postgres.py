@@ -205,6 +205,12 @@ class PostgresBackend:
             old_chunks = self._stats_remove(cursor, tenant_id, pks)
             cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
             self._copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline)
+            # The chunks hold these vectors now: the cache entries of an earlier, interrupted run go.
+            cursor.execute(
+                "DELETE FROM knowledge_embeddingcache e USING knowledge_chunk c "
+                f"WHERE {_OF_DOCUMENTS} AND e.tenant_id = %s AND e.model_id = c.embedding_model AND e.content_hash = c.content_hash",
+                [tenant_id, pks, tenant_id],
+            )
             self._stats_add(cursor, tenant_id, pks)
             if inline:
                 self._post(cursor, tenant_id, _OF_DOCUMENTS, [tenant_id, pks])
@@ -474,6 +480,42 @@ class PostgresBackend:
                 [tenant_id, doc_pks, model_id],
             )
             return {(chunk_id, digest): tuple(vector) for chunk_id, digest, vector in cursor.fetchall()}
+
+    # --- the embedding cache: vectors stored as they are computed -----------------
+
+    async def cached_embeddings(self, namespace: str, model_id: str, digests: Sequence[str]) -> dict[str, Vector]:
+        """Vectors of ``model_id`` for these content hashes that a previous, unfinished run stored."""
+        return await sync_to_async(self._cached_embeddings, thread_sensitive=True)(namespace, model_id, digests)
+
+    def _cached_embeddings(self, namespace: str, model_id: str, digests: Sequence[str]) -> dict[str, Vector]:
+        if not digests:
+            return {}
+        tenant_id = self._tenant_id(namespace)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT content_hash, embedding FROM knowledge_embeddingcache "
+                "WHERE tenant_id = %s AND model_id = %s AND content_hash = ANY(%s)",
+                [tenant_id, model_id, list(digests)],
+            )
+            return {digest: tuple(vector) for digest, vector in cursor.fetchall()}
+
+    async def cache_embeddings(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Keep these freshly computed vectors (by content hash) until the chunks holding them land."""
+        await sync_to_async(self._cache_embeddings, thread_sensitive=True)(namespace, model_id, vectors)
+
+    def _cache_embeddings(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None:
+        if not vectors:
+            return
+        tenant_id = self._tenant_id(namespace)
+        digests = sorted(vectors)  # a fixed order: two runs upserting overlapping keys cannot deadlock
+        # Its own transaction even inside an outer one: what is computed is kept whatever happens next.
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO knowledge_embeddingcache (tenant_id, model_id, content_hash, embedding) "
+                "SELECT %s, %s, d, string_to_array(v, ',')::double precision[] FROM unnest(%s::text[], %s::text[]) AS u(d, v) "
+                "ON CONFLICT (tenant_id, model_id, content_hash) DO NOTHING",
+                [tenant_id, model_id, digests, [",".join(map(repr, vectors[d])) for d in digests]],
+            )
 
     async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids)

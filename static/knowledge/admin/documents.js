@@ -1,4 +1,4 @@
-/* Keeps the documents' status and progress bars current while work is queued or running.
+/* Keeps the documents' status, phase, progress bars, version and embedding model current while work is queued or running.
  * Polls the admin's JSON endpoint (tenant-scoped, like the list) for the listed ids only,
  * and stops once nothing on the page is queued or processing. No build step, no globals. */
 (function () {
@@ -10,19 +10,30 @@
     return Array.prototype.slice.call(document.querySelectorAll(".quarry-progress[data-quarry-doc]"));
   }
 
+  // The label, state and percent come from the server (knowledge.selectors.document_display):
+  // one wording for the first render and every update. Progress never moves back on screen.
   function render(el, doc) {
-    var percent = Math.round(doc.progress * 100);
-    var label = doc.status === "processing"
-      ? (doc.cancel_requested ? "Cancelling\u2026" : "Processing " + percent + "%")
-      : doc.status_label;
+    var shown = doc.display;
+    var fill = el.querySelector(".quarry-progress-fill");
+    var previous = parseFloat(fill.getAttribute("data-percent") || "0");
+    var percent = shown.state === "processing" || shown.state === "queued" ? Math.max(previous, shown.percent) : shown.percent;
     el.setAttribute("data-status", doc.status);
+    el.setAttribute("data-state", shown.state);
     el.title = doc.error || "";
-    el.querySelector(".quarry-progress-label").textContent = label;
-    el.querySelector(".quarry-progress-fill").style.width = (doc.status === "failed" ? 0 : percent) + "%";
+    el.querySelector(".quarry-progress-label").textContent = shown.label;
+    el.querySelector(".quarry-progress-detail").textContent = shown.detail;
+    fill.setAttribute("data-percent", String(percent));
+    fill.style.width = percent + "%";
     el.querySelector(".quarry-progress-error").textContent = doc.status === "failed" ? doc.error : "";
-    document.querySelectorAll('[data-quarry-chunks="' + doc.id + '"]').forEach(function (link) {
-      link.textContent = doc.chunk_count;
-    });
+    var reindex = el.querySelector(".quarry-reindex");
+    if (reindex) { reindex.hidden = !shown.reindex_needed; }
+    setAll('[data-quarry-chunks="' + doc.id + '"]', String(doc.chunk_count));
+    setAll('[data-quarry-version="' + doc.id + '"]', String(doc.version));
+    setAll('[data-quarry-model="' + doc.id + '"]', doc.embedding_model || "\u2014");
+  }
+
+  function setAll(selector, text) {
+    document.querySelectorAll(selector).forEach(function (node) { node.textContent = text; });
   }
 
   function poll() {
