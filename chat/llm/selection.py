@@ -84,7 +84,7 @@ class Tuning:
     max_chars: int = 420  # stop adding units past this many characters (one long unit may exceed it)
     rank_bonus: float = 0.03  # per retrieval rank above the last, to break near-ties for the better passages
     hop_weight: float = 0.8  # weight of what picked units name (a multi-hop question's bridge entities) for the next pick
-    embed_limit: int = 12  # embed only this many units, the best by BM25 (embedding costs ~5-30 ms a sentence on CPU)
+    embed_limit: int = 6  # embed only this many units, the best by BM25 (embedding costs ~5-30 ms a sentence on CPU)
     k1: float = 1.2
     b: float = 0.75
 
