@@ -115,3 +115,28 @@ def test_markers_are_renumbered_in_order_of_first_use_across_deltas() -> None:
     assert markers.used == [4, 2, 3]  # [9] names no passage of the prompt and is left alone
     held = CitationMarkers(2)
     assert held.feed("see [1") == "see " and held.flush() == "[1"
+
+
+def test_evaluate_answers_normalizes_gold_answers_like_squad() -> None:
+    from chat.management.commands.evaluate_answers import contains_answer
+
+    assert contains_answer("- \u201cIts first president was G. Stanley Hall.\u201d [1]", "G. Stanley Hall")
+    assert contains_answer("It belongs to the Anglican Communion [2].", "the Anglican Communion")
+    assert not contains_answer("It opened in 19985.", "1998")  # whole words only
+    assert not contains_answer("anything", "")
+
+
+@pytest.mark.django_db
+def test_evaluate_answers_refuses_a_missing_folder_or_tenant(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    folder = Path(str(tmp_path))
+    with pytest.raises(CommandError, match="queries.jsonl not found"):
+        call_command("evaluate_answers", str(folder), "--tenant", "acme")
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "Who?", "answer": "Ann"}\n')
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    with pytest.raises(CommandError, match="Tenant 'nowhere' not found: run manage.py evaluate"):
+        call_command("evaluate_answers", str(folder), "--tenant", "nowhere")
