@@ -1,8 +1,11 @@
 """What chat sends: the stream's events, the JSON responses, and every error code with its sentence.
 
-Every chat stream is exactly one ``citations`` event, then model events
-(``reasoning_delta``, ``text_delta``, ``usage``), then ``completed``; or it ends
+Every chat stream is model events (``reasoning_delta``, ``text_delta``,
+``usage``), then exactly one ``citations`` event, then ``completed``; or it ends
 early with one ``error`` event (possibly the only event, when retrieval failed).
+``citations`` comes after the text because it lists the passages the answer
+cited (its ``[n]`` markers, numbered in order of first use), as the agent's does;
+the other retrieved passages are its ``also_retrieved``.
 On the wire (SSE) each event is ``event: <name>\\ndata: <json of data>\\n\\n``.
 The agent's events (``chat.agent.events``) reuse these shapes and sentences.
 
@@ -92,7 +95,8 @@ class Message(TypedDict):
 
 class CitationsData(TypedDict):
     session_id: str
-    citations: list[Citation]
+    citations: Annotated[list[Citation], Help("The passages the answer cites; its marker [n] is the n-th of them.")]
+    also_retrieved: Annotated[list[Citation], Help("Passages retrieved and given to the model but not cited, in retrieval order.")]
     graph_search: NotRequired[GraphSearchDiagnostics]
 
 
@@ -112,7 +116,8 @@ class CompletedData(TypedDict):
     retry_count: Annotated[int, Help("Retries litellm's Router made for this answer.")]
     fallback_count: Annotated[int, Help("Hops to a fallback deployment or model.")]
     session_id: str
-    citations: Annotated[list[Citation], Help("The passages given to the model, in retrieval order.")]
+    citations: Annotated[list[Citation], Help("The passages the answer cites, in order of first use: its marker [n] is the n-th.")]
+    also_retrieved: Annotated[list[Citation], Help("Passages retrieved and given to the model but not cited, in retrieval order.")]
     graph_search: NotRequired[Annotated[GraphSearchDiagnostics, Help("Present when graph search was requested.")]]
 
 

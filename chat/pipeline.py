@@ -40,7 +40,7 @@ from chat.events import (
 )
 from chat.llm import CatalogError, Finished, ModelUnavailable, ReasoningDelta, TextDelta, UsageReport, stream_chat
 from chat.models import ChatSession
-from chat.prompting import build_messages
+from chat.prompting import CitationMarkers, build_messages
 from chat.selectors import chat_memory
 from chat.services import chat_exchange_record
 from config.db import db_step
@@ -146,14 +146,9 @@ async def answer_stream(
         logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
         yield _error("retrieval_unavailable")
         return
-    citations = [citation_of(hit) for hit in hits]
-    citations_data: CitationsData = {"session_id": session.public_id, "citations": citations}
-    if graph is not None:
-        citations_data["graph_search"] = graph
-    yield {"event": "citations", "data": citations_data}
-
     parts: list[str] = []
     finished: Finished | None = None
+    markers = CitationMarkers(len(hits))
     try:
         memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS)
         messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
@@ -162,8 +157,10 @@ async def answer_stream(
             async for item in model_events:
                 if isinstance(item, TextDelta):
                     first_token = first_token or time.monotonic()
-                    parts.append(item.text)
-                    yield {"event": "text_delta", "data": {"text": item.text}}
+                    text = markers.feed(item.text)
+                    if text:
+                        parts.append(text)
+                        yield {"event": "text_delta", "data": {"text": text}}
                 elif isinstance(item, ReasoningDelta):
                     yield {"event": "reasoning_delta", "data": {"text": item.text}}
                 elif isinstance(item, UsageReport):
@@ -192,6 +189,18 @@ async def answer_stream(
     if finished is None:  # pragma: no cover - stream_chat always ends with Finished or raises
         yield _error("model_unavailable")
         return
+    tail = markers.flush()
+    if tail:
+        parts.append(tail)
+        yield {"event": "text_delta", "data": {"text": tail}}
+    # Cited: the passages the answer's markers name, in order of first use (the markers were
+    # renumbered to match); the others were retrieved and given to the model but not used.
+    citations = [citation_of(hits[n - 1]) for n in markers.used]
+    also_retrieved = [citation_of(hit) for i, hit in enumerate(hits, start=1) if i not in markers.used]
+    citations_data: CitationsData = {"session_id": session.public_id, "citations": citations, "also_retrieved": also_retrieved}
+    if graph is not None:
+        citations_data["graph_search"] = graph
+    yield {"event": "citations", "data": citations_data}
 
     usage = cast(Usage, finished.usage.as_dict())
     try:
@@ -207,6 +216,7 @@ async def answer_stream(
         "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
         "finish_reason": finished.finish_reason, "usage": usage, "retry_count": finished.retry_count,
         "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
+        "also_retrieved": also_retrieved,
     }
     if graph is not None:
         completed["graph_search"] = graph

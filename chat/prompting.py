@@ -82,3 +82,44 @@ def greeting(*, tenant_name: str) -> str:
         f"Hello! Ask me about the documents in {tenant_name}. I answer only from them, "
         "cite the passages I use, and tell you when they do not answer your question."
     )
+
+
+# [1], [2, 3], [1][4]: what models write for "passage 1" (the prompt's templates ask for [n]).
+_MARKER = re.compile(r"\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
+_PARTIAL_MARKER = re.compile(r"\[[\d,\s]{0,16}$")
+
+
+class CitationMarkers:
+    """Renumbers a streamed answer's citation markers in order of first use.
+
+    The prompt numbers passages in retrieval order; the answer cites some of them. ``feed``
+    takes each text delta and returns it with ``[n]`` (1 <= n <= ``passages``) rewritten to
+    the order in which passages were first cited, so an answer citing passages 3 then 1
+    reads ``[1]`` then ``[2]``. A delta ending in what may be the start of a marker (``"[1"``)
+    keeps that tail until the next delta or ``flush``. Numbers outside the prompt's range
+    are left as they are. ``used`` is the prompt's numbers in order of first citation.
+    """
+
+    def __init__(self, passages: int) -> None:
+        self.passages = passages
+        self.used: list[int] = []
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        text = self._held + text
+        partial = _PARTIAL_MARKER.search(text)
+        self._held, text = (text[partial.start():], text[: partial.start()]) if partial else ("", text)
+        return _MARKER.sub(self._renumber, text)
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return _MARKER.sub(self._renumber, held)
+
+    def _renumber(self, match: re.Match[str]) -> str:
+        numbers = [int(n) for n in re.findall(r"\d+", match.group(1))]
+        if not all(1 <= n <= self.passages for n in numbers):
+            return match.group(0)
+        for n in numbers:
+            if n not in self.used:
+                self.used.append(n)
+        return "[" + ", ".join(str(self.used.index(n) + 1) for n in numbers) + "]"

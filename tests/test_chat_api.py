@@ -78,7 +78,7 @@ def test_completion_envelope_citations_and_stored_turns(model_world: World, fake
     assert response["Cache-Control"] == "no-store"
     body = response.json()
     assert list(body) == ["id", "model", "provider", "provider_model", "message", "finish_reason", "usage", "retry_count",
-                          "fallback_count", "session_id", "citations"]
+                          "fallback_count", "session_id", "citations", "also_retrieved"]
     assert body["message"] == {"role": "assistant", "content": "The fake model answers from the passages [1]."}
     assert (body["model"], body["provider"], body["provider_model"]) == ("chat", "openai", "answer")
     assert body["id"].startswith("chatcmpl-fake-") and body["finish_reason"] == "stop"
@@ -160,13 +160,14 @@ def test_graph_search_true_adds_the_graph_leg_and_its_paths_false_removes_it(
     graph = body["graph_search"]
     assert graph["requested"] is True and graph["used"] is True and graph["detail"].startswith("Graph search ranked")
     assert "Hank Snow" in {n["name"] for n in graph["graph_nodes"]}
-    by_chunk = {c["chunk_id"]: c for c in body["citations"]}
+    # The fake model cites [1] only; the graph's passage is among the retrieved either way.
+    by_chunk = {c["chunk_id"]: c for c in body["citations"] + body["also_retrieved"]}
     assert by_chunk["snow:0"]["graph_path"] == ["Hank Snow"]
     system = fake.requests[-1].json["messages"][0]["content"]
     assert '<passage n="' in system and 'title="Hank Snow" via="Hank Snow">' in system  # the path reaches the model
 
     body = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=False).json()
-    assert "graph_search" not in body and all("graph_path" not in c for c in body["citations"])
+    assert "graph_search" not in body and all("graph_path" not in c for c in body["citations"] + body["also_retrieved"])
     assert " via=" not in fake.requests[-1].json["messages"][0]["content"]
     # The deployment default applies when the request says nothing.
     settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = True

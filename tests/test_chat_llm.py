@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from chat.llm import OFFLINE_MODEL, CatalogError, get_router, load_catalog
 from chat.llm.catalog import parse_catalog
-from chat.llm.offline import NOT_FOUND, extractive_answer
+from chat.llm.offline import CANNOT_ANSWER, NOT_FOUND, extractive_answer
 from chat.models import ChatSession, Turn
 from chat.prompting import TEMPLATES, UnknownTemplate, build_messages, template_text
 from knowledge import rag
@@ -154,13 +154,10 @@ def test_offline_model_quotes_the_most_relevant_sentences_with_markers() -> None
         hit(2, "Editors upload files in the admin.\n\n- Uploads are processed in the background by workers.\n- Nothing else."),
     ]
     messages = build_messages(template="default", hits=hits, memory=[], prompt="How are uploads processed?")
-    assert extractive_answer(messages) == (
-        "From the knowledge base:\n\n"
-        "- \u201cUploads are processed in the background by workers.\u201d [2]\n"
-        "- \u201cEditors upload files in the admin.\u201d [2]"
-    )
+    # A list item is quoted as the item it is; the passage's other sentence adds nothing the question asks.
+    assert extractive_answer(messages) == "From the knowledge base:\n\n- Uploads are processed in the background by workers. [2]"
     unrelated = build_messages(template="default", hits=hits, memory=[], prompt="Who painted the Mona Lisa?")
-    assert extractive_answer(unrelated) == NOT_FOUND
+    assert extractive_answer(unrelated) == f"{CANNOT_ANSWER} The closest documents are \u201cdoc1\u201d and \u201cdoc2\u201d."
     assert extractive_answer(build_messages(template="default", hits=[], memory=[], prompt="uploads?")) == NOT_FOUND
 
 
@@ -180,7 +177,7 @@ def test_cli_json_prints_the_http_envelope_and_continues_a_session(world: World)
     call_command("chat", UPLOAD_QUESTION, "--tenant", "acme", "--json", stdout=out)
     body = json.loads(out.getvalue())
     assert list(body) == ["id", "model", "provider", "provider_model", "message", "finish_reason", "usage", "retry_count",
-                          "fallback_count", "session_id", "citations"]
+                          "fallback_count", "session_id", "citations", "also_retrieved"]
     assert (body["provider"], body["provider_model"]) == ("quarry", "offline-extractive")
     assert "Editors upload files in the admin." in body["message"]["content"] and "[1]" in body["message"]["content"]
     assert [c["chunk_id"] for c in body["citations"]] == ["guide:0"]
@@ -218,7 +215,7 @@ def test_cli_reports_a_model_failure(world: World, tmp_path: Path, settings: Any
 
 
 def test_stream_events_come_from_one_generator(world: World) -> None:
-    """What the SSE view and the WebSocket consumer forward: citations, deltas, usage, completed."""
+    """What the SSE view and the WebSocket consumer forward: deltas, usage, citations (what was cited), completed."""
     from contextlib import aclosing
 
     from chat.pipeline import answer_stream
@@ -232,5 +229,29 @@ def test_stream_events_come_from_one_generator(world: World) -> None:
             return [event["event"] async for event in events]
 
     names = async_to_sync(collect)()
-    assert names[0] == "citations" and names[-2:] == ["usage", "completed"]
-    assert set(names[1:-2]) == {"text_delta"} and len(names) > 10
+    assert names[-3:] == ["usage", "citations", "completed"]
+    assert set(names[:-3]) == {"text_delta"} and len(names) > 10
+
+
+def test_the_citations_event_holds_only_the_passages_the_answer_used(world: World) -> None:
+    """The offline model quotes the search-modes passage: only it is cited; whatever else was retrieved is also_retrieved."""
+    from contextlib import aclosing
+
+    from chat.pipeline import answer_stream
+    from chat.services import chat_session_create
+
+    index_world(world)
+    session = chat_session_create(tenant=world.acme, principal="user:1")
+
+    async def collect() -> list[Any]:
+        async with aclosing(answer_stream(session=session, prompt="What does keyword search use, BM25?")) as events:
+            return [event async for event in events]
+
+    events = async_to_sync(collect)()
+    text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
+    [citations] = [e["data"] for e in events if e["event"] == "citations"]
+    assert "BM25" in text and "[1]" in text and "[2]" not in text
+    assert [c["chunk_id"] for c in citations["citations"]] == ["modes:0"]  # numbered by use: [1] is the modes passage
+    assert "modes:0" not in [c["chunk_id"] for c in citations["also_retrieved"]]
+    assert events[-1]["data"]["citations"] == citations["citations"]
+    assert Turn.objects.filter(session=session, role="assistant").get().citations == citations["citations"]

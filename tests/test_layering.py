@@ -103,7 +103,8 @@ ALLOWED: dict[str, set[str]] = {
     "chat.models": set(),
     "chat.events": {"config.framework"},
     "chat.prompting": {"knowledge.rag"},
-    "chat.llm": {"chat.events"},
+    # The offline model shares extraction's furniture detector and embeds with the local embedder.
+    "chat.llm": {"chat.events", "knowledge.rag"},
     "chat.selectors": {"chat.models", "chat.prompting", "accounts.models", "config.framework"},
     "chat.services": {"chat.models", "accounts.models"},
     "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},

@@ -3,11 +3,14 @@
 A litellm ``CustomLLM`` provider, so it is routed, retried, streamed and
 reported exactly like a hosted model. It does not generate: it reads the
 numbered ``<passage>`` blocks that ``chat.prompting`` puts into the system
-message, picks the sentences that share the most (IDF-weighted) words with the
-user's last message, and quotes them with their citation markers. When no
-sentence shares a content word with the question, it says the knowledge base
-does not answer it. Usage is counted in words and punctuation marks, which is
-what "tokens" means for this model.
+message, picks the sentences that answer the user's last message
+(``chat.llm.selection``: BM25 and the local embedder's cosine similarity, a
+relevance floor, no near-duplicates, no page furniture, list items, tables and
+code blocks whole) and quotes them with their citation markers, so only the
+passages it quoted are cited. When no sentence reaches the floor, it says the
+knowledge base does not seem to answer and names the closest documents. Usage
+is counted in words and punctuation marks, which is what "tokens" means for
+this model.
 
 It also drives the retrieval agent (``chat.agent``), so the agent works with
 no key: offered tools that include ``hybrid_search`` and holding no tool result
@@ -19,8 +22,9 @@ extractively from the passages in them, citing their source numbers.
 from __future__ import annotations
 
 import asyncio
+import html
 import json
-import math
+import logging
 import re
 import time
 import uuid
@@ -29,51 +33,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.catalog import OFFLINE_MODEL, OFFLINE_PROVIDER, load_litellm
+from chat.llm.selection import DEFAULT_TUNING, Selection, Tuning, Vectors, embedding_texts, select
+from knowledge import rag
 
 litellm = load_litellm()
 
 from litellm.llms.custom_llm import CustomLLM  # noqa: E402  (after load_litellm quietened its loggers)
 from litellm.types.utils import GenericStreamingChunk, ModelResponse  # noqa: E402
 
-MAX_SENTENCES = 3
+logger = logging.getLogger(__name__)
+
 NOT_FOUND = "I could not find an answer to that in the knowledge base."
+CANNOT_ANSWER = "The knowledge base does not seem to answer this question."
 INTRO = "From the knowledge base:"
+SUMMARY_INTRO = "In short, from the knowledge base:"
 
-_PASSAGE = re.compile(r'<passage n="(\d+)"[^>]*>\n?(.*?)\n?</passage>', re.DOTALL)
-_WORD = re.compile(r"\w+", re.UNICODE)
+_PASSAGE = re.compile(r'<passage n="(\d+)"([^>]*)>\n?(.*?)\n?</passage>', re.DOTALL)
+_ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d)]*\s+")
-_BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|>|[*+-]\s|\d+[.)]\s|\|)")
-_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[*+-]\s+|\d+[.)]\s+|\|)+")
-_STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below between
-    both but by can could did do does doing down during each few for from further had has have having he her here
-    hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
-    off on once only or other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up very was we were what
-    when where which while who whom why will with would you your yours yourself yourselves tell please give show
-    explain describe know want need get""".split()
-)
-
-
-@dataclass(frozen=True)
-class Sentence:
-    passage: int
-    position: int
-    text: str
-    terms: frozenset[str]
-
-
-def _stem(word: str) -> str:
-    """A light English stemmer: enough to match "uploads" with "uploading" and "upload"."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def terms(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOPWORDS and len(w) > 1)
 
 
 def count_tokens(text: str) -> int:
@@ -93,87 +70,123 @@ def _role(message: Any) -> str:
     return str(message.get("role") if isinstance(message, dict) else getattr(message, "role", ""))
 
 
-def passages_in(messages: Sequence[Any]) -> list[tuple[int, str]]:
-    """The numbered passages of the system messages, in prompt order."""
-    found: list[tuple[int, str]] = []
+@dataclass(frozen=True)
+class Passage:
+    number: int
+    text: str
+    title: str  # the document's title, else its id; "" when the prompt names neither
+
+
+def _unescape(value: str) -> str:
+    return html.unescape(value)
+
+
+def passages_of(messages: Sequence[Any]) -> list[Passage]:
+    """The numbered passages of the system messages, in prompt order, with their document's name."""
+    found: list[Passage] = []
     for message in messages:
         if _role(message) == "system":
-            found.extend((int(n), text) for n, text in _PASSAGE.findall(_content(message)))
+            for n, attributes, text in _PASSAGE.findall(_content(message)):
+                named = dict(_ATTRIBUTE.findall(attributes))
+                found.append(Passage(int(n), text, _unescape(named.get("title") or named.get("document") or "")))
     return found
 
 
-def _blocks(text: str) -> Iterator[str]:
-    """Paragraphs, list items and table rows; headings are dropped (titles, not statements)."""
-    current: list[str] = []
-    for line in text.splitlines():
-        if not line.strip() or _BLOCK_START.match(line):
-            if current:
-                yield " ".join(current)
-            heading = line.lstrip().startswith("#")
-            current = [_MARKUP.sub("", line).strip()] if line.strip() and not heading else []
-        else:
-            current.append(line.strip())
-    if current:
-        yield " ".join(current)
+def passages_in(messages: Sequence[Any]) -> list[tuple[int, str]]:
+    """The numbered passages of the system messages, in prompt order."""
+    return [(p.number, p.text) for p in passages_of(messages)]
 
 
-def sentences_of(passages: Sequence[tuple[int, str]]) -> list[Sentence]:
-    out: list[Sentence] = []
-    for number, text in passages:
-        position = 0
-        for block in _blocks(text):
-            for piece in _SENTENCE_END.split(block):
-                cleaned = piece.strip().strip("|").strip()
-                if len(cleaned.split()) < 4:  # headings and fragments quote badly
-                    continue
-                out.append(Sentence(number, position, cleaned, terms(cleaned)))
-                position += 1
-    return out
-
-
-def extractive_answer(messages: Sequence[Any], *, max_sentences: int = MAX_SENTENCES) -> str:
-    """The offline model's whole answer to ``messages``: from tool results when there are any, else the system passages."""
+def _question_and_passages(messages: Sequence[Any]) -> tuple[str, list[Passage]]:
     question = next((_content(m) for m in reversed(messages) if _role(m) == "user"), "")
-    passages = tool_passages(messages) if any(_role(m) == "tool" for m in messages) else passages_in(messages)
-    return answer_from(question, passages, max_sentences=max_sentences)
+    passages = tool_passages_of(messages) if any(_role(m) == "tool" for m in messages) else passages_of(messages)
+    return question, passages
 
 
-def answer_from(question: str, passages: Sequence[tuple[int, str]], *, max_sentences: int = MAX_SENTENCES) -> str:
-    """Quote the sentences of ``passages`` (numbered) that best match ``question``, with their numbers."""
-    wanted = terms(question)
-    candidates = sentences_of(passages)
-    if not wanted or not candidates:
+def _sync_vectors(texts: list[str]) -> list[list[float]] | None:
+    """The local embedder's vectors, when it can run here (no event loop in this thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_embed(texts))
+    return None
+
+
+async def _embed(texts: list[str]) -> list[list[float]] | None:
+    embedder = rag.default_embedder()
+    if embedder is None or not texts:
+        return None
+    try:
+        return await embedder.embed(texts, kind="query")
+    except (rag.RAGError, OSError, ValueError) as exc:
+        logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
+        return None
+
+
+def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
+    """The offline model's whole answer to ``messages``: from tool results when there are any, else the system passages."""
+    question, passages = _question_and_passages(messages)
+    return answer_from(question, passages, vectors=_sync_vectors, tuning=tuning)
+
+
+async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
+    """``extractive_answer`` with the embedder awaited (the streaming path)."""
+    question, passages = _question_and_passages(messages)
+    texts = embedding_texts(question, [(p.number, p.text) for p in passages], titles={p.number: p.title for p in passages},
+                            tuning=tuning)
+    vectors = await _embed(texts)
+    return answer_from(question, passages, vectors=lambda _texts: vectors, tuning=tuning)
+
+
+def answer_from(
+    question: str,
+    passages: Sequence[Passage] | Sequence[tuple[int, str]],
+    *,
+    vectors: Vectors | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
+) -> str:
+    """Quote the units of ``passages`` that answer ``question`` with their passage numbers (``selection.select``);
+    when none does, say so and name the closest documents."""
+    items = [p if isinstance(p, Passage) else Passage(p[0], p[1], "") for p in passages]
+    if not question.strip() or not items:
         return NOT_FOUND
-    frequency: dict[str, int] = {}
-    for sentence in candidates:
-        for term in sentence.terms & wanted:
-            frequency[term] = frequency.get(term, 0) + 1
-    total = len(candidates)
+    titles = {p.number: p.title for p in items if p.title}
+    chosen = select(question, [(p.number, p.text) for p in items], titles=titles, vectors=vectors, tuning=tuning)
+    if not chosen.units:
+        names = list(dict.fromkeys(titles[n] for n in chosen.closest if n in titles))[:3]
+        if not names:
+            return CANNOT_ANSWER
+        quoted = [f"\u201c{name}\u201d" for name in names]
+        listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+        return f"{CANNOT_ANSWER} The closest documents are {listed}." if len(quoted) > 1 else f"{CANNOT_ANSWER} The closest document is {listed}."
+    return render(chosen)
 
-    def score(sentence: Sentence) -> float:
-        shared = sentence.terms & wanted
-        weight = sum(math.log(1 + total / frequency[t]) for t in shared)
-        # Earlier passages ranked higher in retrieval; break near-ties in their favour.
-        return weight * (1 + 0.05 / sentence.passage)
 
-    ranked = sorted((s for s in candidates if s.terms & wanted), key=lambda s: (-score(s), s.passage, s.position))
-    chosen: list[Sentence] = []
-    seen: set[str] = set()
-    for sentence in ranked:
-        if sentence.text not in seen:
-            chosen.append(sentence)
-            seen.add(sentence.text)
-        if len(chosen) == max_sentences:
-            break
-    if not chosen:
-        return NOT_FOUND
-    lines = [f"- \u201c{s.text}\u201d [{s.passage}]" for s in chosen]
-    return INTRO + "\n\n" + "\n".join(lines)
+def render(chosen: Selection) -> str:
+    """The answer text: sentences quoted as bullets (or as one paragraph for a summary), items as
+    bullets, tables and code blocks verbatim on their own lines; every unit followed by its marker."""
+    shape = chosen.instruction.shape
+    if shape == "summary" and all(u.kind == "sentence" for u in chosen.units):
+        return SUMMARY_INTRO + "\n\n" + " ".join(f"{u.text} [{u.passage}]" for u in chosen.units)
+    lines: list[str] = []
+    for unit in chosen.units:
+        if unit.kind in ("code", "table"):
+            lines.append(f"\n{unit.text}\n\n[{unit.passage}]\n")
+        elif unit.kind == "item" or shape == "list":
+            lines.append(f"- {unit.text} [{unit.passage}]")
+        else:
+            lines.append(f"- \u201c{unit.text}\u201d [{unit.passage}]")
+    return INTRO + "\n\n" + "\n".join(lines).strip("\n")
 
 
 def tool_passages(messages: Sequence[Any]) -> list[tuple[int, str]]:
     """The passages of the agent's tool results (``{"results": [{"source": n, "text": ...}]}``), by first appearance."""
-    found: dict[int, str] = {}
+    return [(p.number, p.text) for p in tool_passages_of(messages)]
+
+
+def tool_passages_of(messages: Sequence[Any]) -> list[Passage]:
+    """``tool_passages`` with each result's ``title`` (or ``document_id``) as the document's name."""
+    found: dict[int, Passage] = {}
     for message in messages:
         if _role(message) != "tool":
             continue
@@ -184,8 +197,9 @@ def tool_passages(messages: Sequence[Any]) -> list[tuple[int, str]]:
         results = payload.get("results") if isinstance(payload, dict) else None
         for item in results if isinstance(results, list) else ():
             if isinstance(item, dict) and isinstance(item.get("source"), int) and isinstance(item.get("text"), str):
-                found.setdefault(item["source"], item["text"])
-    return list(found.items())
+                name = item.get("title") or item.get("document_id") or ""
+                found.setdefault(item["source"], Passage(item["source"], item["text"], str(name)))
+    return list(found.values())
 
 
 AGENT_SEARCH_TOOL = "hybrid_search"
@@ -237,28 +251,30 @@ class OfflineExtractiveLLM(CustomLLM):
     """litellm provider ``quarry``; its one model is ``offline-extractive``."""
 
     def completion(self, model: str, messages: list, *args: Any, model_response: ModelResponse, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
-        return self._response(model, messages, model_response, _tools(kwargs))
+        tools = _tools(kwargs)
+        answer = None if agent_plan(messages, tools) else extractive_answer(messages)
+        return self._response(model, messages, model_response, tools, answer)
 
     async def acompletion(self, model: str, messages: list, *args: Any, model_response: ModelResponse, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
-        return self._response(model, messages, model_response, _tools(kwargs))
+        tools = _tools(kwargs)
+        answer = None if agent_plan(messages, tools) else await extractive_answer_async(messages)
+        return self._response(model, messages, model_response, tools, answer)
 
     def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:  # type: ignore[override]
         plan = agent_plan(messages, _tools(kwargs))
         if plan is not None:
-            yield _tool_chunk(plan)
-            yield _chunk("", finished=True, usage=_usage(messages, plan.arguments), finish_reason="tool_calls")
+            yield from _plan_chunks(messages, plan)
             return
-        answer = extractive_answer(messages)
-        for piece in deltas(answer):
-            yield _chunk(piece)
-        yield _chunk("", finished=True, usage=_usage(messages, answer))
+        yield from _answer_chunks(messages, extractive_answer(messages))
 
     async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[GenericStreamingChunk]:  # type: ignore[override]
-        for chunk in self.streaming(model, messages, *args, **kwargs):
+        plan = agent_plan(messages, _tools(kwargs))
+        chunks = _plan_chunks(messages, plan) if plan is not None else _answer_chunks(messages, await extractive_answer_async(messages))
+        for chunk in chunks:
             yield chunk
             await asyncio.sleep(0)  # a cancellation point per delta, so a client that leaves stops it
 
-    def _response(self, model: str, messages: list, model_response: ModelResponse, tools: Any = None) -> ModelResponse:
+    def _response(self, model: str, messages: list, model_response: ModelResponse, tools: Any, answer: str | None) -> ModelResponse:
         model_response.id = f"chatcmpl-offline-{uuid.uuid4().hex[:24]}"
         model_response.created = int(time.time())
         model_response.model = f"{OFFLINE_PROVIDER}/{model.split('/')[-1] or OFFLINE_MODEL}"
@@ -270,11 +286,22 @@ class OfflineExtractiveLLM(CustomLLM):
             model_response.choices[0].finish_reason = "tool_calls"
             model_response.usage = litellm.Usage(**_usage(messages, plan.arguments))  # type: ignore[attr-defined]
             return model_response
-        answer = extractive_answer(messages)
+        answer = answer if answer is not None else extractive_answer(messages)
         model_response.choices[0].message.content = answer  # type: ignore[union-attr]
         model_response.choices[0].finish_reason = "stop"
         model_response.usage = litellm.Usage(**_usage(messages, answer))  # type: ignore[attr-defined]
         return model_response
+
+
+def _plan_chunks(messages: Sequence[Any], plan: ToolCallPlan) -> Iterator[GenericStreamingChunk]:
+    yield _tool_chunk(plan)
+    yield _chunk("", finished=True, usage=_usage(messages, plan.arguments), finish_reason="tool_calls")
+
+
+def _answer_chunks(messages: Sequence[Any], answer: str) -> Iterator[GenericStreamingChunk]:
+    for piece in deltas(answer):
+        yield _chunk(piece)
+    yield _chunk("", finished=True, usage=_usage(messages, answer))
 
 
 def _tools(kwargs: dict[str, Any]) -> Any:

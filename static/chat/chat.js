@@ -188,8 +188,8 @@
         return;
       case "citations":
         if (forPending) {
+          // Both the chat's and the agent's come after the text: they are the passages the answer cited.
           pending.citations = data.citations || [];
-          if (pending.mode !== "agent") pending.phase.textContent = "Writing the answer…";  // the agent's come last
           showSources(pending);
           scheduleRender(pending);
         }

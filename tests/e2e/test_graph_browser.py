@@ -44,7 +44,8 @@ def test_document_page_draws_how_its_passage_connects_and_links_onward(linked: W
 def test_chat_sources_panel_pictures_the_cited_passages(linked: World, context: BrowserContext, watch: Watch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     page = watch.attach(context.new_page())
     sign_in(page)
-    answer = ask(page, "Where did Hank Snow, who sang Hello Love, live in Tennessee?")
+    # Three sentences: the picture needs two cited passages, and one sentence would answer it.
+    answer = ask(page, "Where did Hank Snow, who sang Hello Love, live in Tennessee? Answer in three sentences.")
     expect(answer).to_have_attribute("data-state", "completed")
     answer.get_by_role("button", name=re.compile(r"Sources \(\d+\)")).click()
     section = page.locator("#sources-graph")

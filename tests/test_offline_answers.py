@@ -1,0 +1,142 @@
+"""The offline model's sentence selection (chat.llm.selection) and its answers (chat.llm.offline), on small passages.
+
+Most tests use the real local embedder (``_sync_vectors``); the relevance floor and the
+near-duplicate rule are also checked with explicit vectors, so the rule and not the
+model decides.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.llm.offline import CANNOT_ANSWER, Passage, _sync_vectors, answer_from
+from chat.llm.selection import Tuning, instruction_of, select, units_of
+from chat.prompting import CitationMarkers
+
+
+def test_the_relevance_floor_keeps_only_sentences_close_enough_to_the_question() -> None:
+    passages = [(1, "Espresso is brewed at nine bars of pressure. The office kettle is on the second floor.")]
+    # The question's vector, then one per sentence: cosines 0.8 and 0.2 (unit vectors).
+    vectors = {"brew": [1.0, 0.0], "Espresso": [0.8, 0.6], "The office": [0.2, 0.9798]}
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [next(v for key, v in vectors.items() if text.startswith(key)) for text in texts]
+
+    chosen = select("brew espresso office", passages, vectors=embed, tuning=Tuning(floor=0.5, stop_ratio=0.0))
+    assert [u.text for u in chosen.units] == ["Espresso is brewed at nine bars of pressure."]
+    nothing = select("brew espresso office", passages, vectors=embed, tuning=Tuning(floor=0.9))
+    assert nothing.units == [] and nothing.closest == [1]
+
+
+def test_page_furniture_is_never_quoted() -> None:
+    text = (
+        "Home | Docs | Blog | Pricing\n\n"
+        "12/1/26, 7:09 AM Home office guide\n\n"
+        "A home office needs a desk at elbow height and a chair that supports the lower back.\n\n"
+        "file:///Users/ann/guide.html 1/3\n\n"
+        "© 2024 Office Co. All rights reserved."
+    )
+    units = units_of(1, text)
+    assert [u.text for u in units] == ["A home office needs a desk at elbow height and a chair that supports the lower back."]
+    answer = answer_from("How do I set up a home office?", [Passage(1, text, "Guide")], vectors=_sync_vectors)
+    assert "desk at elbow height" in answer
+    for furniture in ("Docs", "7:09", "file://", "rights reserved"):
+        assert furniture not in answer
+
+
+def test_a_fenced_code_block_is_quoted_whole() -> None:
+    code = "```python\ndef brew(grams: int) -> str:\n    return f\"{grams} g of coffee\"\n```"
+    text = f"To brew coffee in Python, call the brew function with the grams of coffee.\n\n{code}\n\nThat is all."
+    [sentence, block] = [u for u in units_of(1, text) if u.kind != "sentence" or "brew" in u.text]
+    assert block.kind == "code" and block.text == code
+    answer = answer_from("Show me the Python code of the brew function for coffee", [Passage(1, text, "Recipes")],
+                         vectors=_sync_vectors, tuning=Tuning(stop_ratio=0.0))
+    assert code in answer  # newlines and indentation kept, not "``python def brew…``"
+
+
+def test_list_items_and_tables_are_units_of_their_own() -> None:
+    text = "Steps:\n\n- Grind the beans\n  just before brewing.\n- Pour water at 94 degrees.\n\n| Region | Growth |\n| EU | 12% |"
+    units = units_of(1, text)
+    assert [(u.kind, u.text) for u in units] == [
+        ("item", "Grind the beans just before brewing."), ("item", "Pour water at 94 degrees."),
+        ("table", "| Region | Growth |\n| EU | 12% |"),
+    ]
+
+
+def test_abbreviations_do_not_end_a_sentence() -> None:
+    units = units_of(1, "The first president was G. Stanley Hall. Dr. Smith followed him in the U.S. Army. It grew.")
+    assert [u.text for u in units] == ["The first president was G. Stanley Hall.", "Dr. Smith followed him in the U.S. Army."]
+
+
+@pytest.mark.parametrize(("question", "count", "shape"), [
+    ("Summarise the coffee guide in two sentences", 2, "summary"),
+    ("Explain it in 3 bullets", 3, "list"),
+    ("List the brewing steps", None, "list"),
+    ("Give me a summary of roasting", None, "summary"),
+    ("Quote what the guide says about water", None, "quote"),
+    ("How hot should the water be?", None, "quote"),
+])
+def test_instructions_in_the_question(question: str, count: int | None, shape: str) -> None:
+    found = instruction_of(question)
+    assert (found.count, found.shape, found.code) == (count, shape, False)
+    assert instruction_of("Show the code of brew").code
+
+
+def test_in_two_sentences_gives_two_sentences() -> None:
+    text = (
+        "Coffee beans are roasted at about 220 degrees. Light roasts keep more acidity. "
+        "Dark roasts taste more bitter. Roasted coffee should rest for a day before brewing."
+    )
+    answer = answer_from("Summarise coffee roasting in two sentences", [Passage(1, text, "Roasting")], vectors=_sync_vectors)
+    assert answer.startswith("In short, from the knowledge base:")
+    assert answer.count("[1]") == 2
+
+
+def test_near_duplicates_are_quoted_once() -> None:
+    sentence = "Uploads are processed in the background by workers."
+    passages = [Passage(1, f"Editors upload files. {sentence}", "Admin"), Passage(2, f"{sentence} They retry twice.", "Admin")]
+    answer = answer_from("How are uploads processed?", passages, vectors=_sync_vectors, tuning=Tuning(stop_ratio=0.0))
+    assert answer.count(sentence) == 1
+
+
+def test_cannot_answer_names_the_closest_documents_instead_of_quoting() -> None:
+    passages = [Passage(1, "Espresso is brewed at nine bars of pressure.", "Espresso guide"),
+                Passage(2, "Grind the beans just before brewing them.", "Grinding")]
+    answer = answer_from("Who painted the Mona Lisa?", passages, vectors=_sync_vectors)
+    assert answer.startswith(CANNOT_ANSWER)
+    assert "\u201cEspresso guide\u201d" in answer and "\u201cGrinding\u201d" in answer
+    assert "[" not in answer  # nothing quoted, so nothing cited
+
+
+def test_markers_are_renumbered_in_order_of_first_use_across_deltas() -> None:
+    markers = CitationMarkers(5)
+    out = [markers.feed(piece) for piece in ("Roasting [", "4] takes time [2", "]; beans [4] rest [2, 3]", " [9].")]
+    assert "".join(out) + markers.flush() == "Roasting [1] takes time [2]; beans [1] rest [2, 3] [9]."
+    assert markers.used == [4, 2, 3]  # [9] names no passage of the prompt and is left alone
+    held = CitationMarkers(2)
+    assert held.feed("see [1") == "see " and held.flush() == "[1"
+
+
+def test_evaluate_answers_normalizes_gold_answers_like_squad() -> None:
+    from chat.management.commands.evaluate_answers import contains_answer
+
+    assert contains_answer("- \u201cIts first president was G. Stanley Hall.\u201d [1]", "G. Stanley Hall")
+    assert contains_answer("It belongs to the Anglican Communion [2].", "the Anglican Communion")
+    assert not contains_answer("It opened in 19985.", "1998")  # whole words only
+    assert not contains_answer("anything", "")
+
+
+@pytest.mark.django_db
+def test_evaluate_answers_refuses_a_missing_folder_or_tenant(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    folder = Path(str(tmp_path))
+    with pytest.raises(CommandError, match="queries.jsonl not found"):
+        call_command("evaluate_answers", str(folder), "--tenant", "acme")
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "Who?", "answer": "Ann"}\n')
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    with pytest.raises(CommandError, match="Tenant 'nowhere' not found: run manage.py evaluate"):
+        call_command("evaluate_answers", str(folder), "--tenant", "nowhere")
