@@ -118,8 +118,9 @@ class ChatCompletionInputSerializer(ClosedInputSerializer):
 
 SSE_DESCRIPTION = """\
 With `stream: true` the answer is `text/event-stream`, frames `event: <name>\\ndata: <json>\\n\\n`:
-exactly one `citations` (`{session_id, citations}`), then `reasoning_delta` / `text_delta` (`{text}`) and
-`usage`, ending with `completed` (the JSON response without `message`) or one `error`
+`reasoning_delta` / `text_delta` (`{text}`) and `usage`, then exactly one `citations` (`{session_id,
+citations, also_retrieved}`: the passages the answer cites, numbered [1], [2], ... in order of first use,
+and the other retrieved ones), ending with `completed` (the JSON response without `message`) or one `error`
 (`{error, detail}`; e.g. `model_unavailable`, `retrieval_unavailable`). Failures after the stream opened
 are reported in-band; access errors (401/403/404) and bad input (400) are plain JSON responses.
 
