@@ -34,8 +34,9 @@ def editor_token(slug: str) -> str:
 def test_an_exhausted_pool_answers_503_overloaded_then_recovers() -> None:
     token = editor_token("pooled")
     with fake_openai_server() as provider:
-        # A slow embedding provider: the search holds its pooled connection while the query is embedded.
-        provider.vectors = lambda texts: (time.sleep(3), [hash_vector(t, 8) for t in texts])[1]
+        # A slow embedding provider: an ingest holds its pooled connection while it embeds (its
+        # writes follow in one transaction); a search gives it back while its query is embedded.
+        provider.vectors = lambda texts: (time.sleep(4), [hash_vector(t, 8) for t in texts])[1]
         env = child_env(
             QUARRY_DB_POOL_SIZE="1", QUARRY_DB_POOL_MIN_SIZE="1", QUARRY_DB_POOL_TIMEOUT="1",
             QUARRY_EMBEDDING_MODEL="openai/text-embedding-fake", QUARRY_EMBEDDING_DIMENSION="8",
@@ -46,23 +47,31 @@ def test_an_exhausted_pool_answers_503_overloaded_then_recovers() -> None:
             assert httpx.get(f"{base}/v1/me", headers=headers, timeout=10).status_code == 200
             slow: dict[str, Any] = {}
 
-            def search() -> None:
-                slow["response"] = httpx.post(f"{base}/v1/search", headers=headers, timeout=30,
-                                              json={"query": "anything", "mode": "semantic"})
+            def hold(name: str, path: str, body: dict[str, Any]) -> threading.Thread:
+                def call() -> None:
+                    slow[name] = httpx.post(f"{base}{path}", headers=headers, timeout=30, json=body)
+                thread = threading.Thread(target=call)
+                thread.start()
+                time.sleep(1.0)  # the call is now embedding
+                return thread
 
-            holder = threading.Thread(target=search)
-            holder.start()
-            time.sleep(1.0)  # the search now holds the only connection
+            searching = hold("search", "/v1/search", {"query": "anything", "mode": "semantic"})
+            beside_search = httpx.get(f"{base}/v1/me", headers=headers, timeout=10)
+            searching.join(timeout=30)
+            assert beside_search.status_code == 200, beside_search.text  # the search holds no connection meanwhile
+            assert slow["search"].status_code == 200, slow["search"].text
+
+            ingesting = hold("ingest", "/v1/documents", {"documents": [{"id": "slow", "text": "Slow to embed."}]})
             started = time.monotonic()
             busy = httpx.get(f"{base}/v1/me", headers=headers, timeout=10)
             waited = time.monotonic() - started
             ready = httpx.get(f"{base}/readyz", timeout=10)
-            holder.join(timeout=30)
+            ingesting.join(timeout=30)
             assert busy.status_code == 503, busy.text
             assert busy.json() == {"error": "overloaded", "detail": "The server is busy: every database connection is in use. Try again shortly."}
             assert busy.headers["Retry-After"] == "2" and waited >= 0.9  # it waited for the pool first
             assert ready.status_code == 503 and ready.json()["status"] == "overloaded"
-            assert slow["response"].status_code == 200, slow["response"].text
+            assert slow["ingest"].status_code == 200, slow["ingest"].text
             assert httpx.get(f"{base}/v1/me", headers=headers, timeout=10).status_code == 200
         # Refused at its first query (the bad-token check's cache read), not retried by a later one.
         assert "cache unavailable" not in read_log("uvicorn-pool")
