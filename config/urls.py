@@ -11,11 +11,11 @@ from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from accounts import api as accounts_api
+from accounts.web import content_security_policy_for_redoc
 from chat.api import agent as agent_api
 from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
 from knowledge import api as knowledge_api
-from accounts.web import content_security_policy_for_redoc
 from config import views
 
 
