@@ -62,6 +62,19 @@ MAX_PROGRESS_IDS = 200
 # --- Tenancy ------------------------------------------------------------------------------------
 
 
+class ReadOnlyAdmin:
+    """For records only the system writes (audit events, entities, index rebuilds): viewed, never edited here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class TenantScopedAdmin(admin.ModelAdmin):
     """Rows carry ``tenant``; a non-superuser sees and touches only editable tenants' rows.
 
@@ -425,7 +438,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(TenantScopedAdmin):
+class AuditEventAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Who changed what: read-only."""
 
     list_display = ["at", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
@@ -439,21 +452,13 @@ class AuditEventAdmin(TenantScopedAdmin):
         shown = ", ".join(obj.document_ids[:5])
         return shown + (f" and {len(obj.document_ids) - 5} more" if len(obj.document_ids) > 5 else "")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # --- The shared search indexes: health and rebuilds ---------------------------------------------------
 
 
 @admin.register(IndexRebuild)
-class IndexRebuildAdmin(admin.ModelAdmin):
+class IndexRebuildAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     """Superusers only (the indexes are shared by every tenant): each watched index's size, live rows,
     bloat and last rebuild above the list of past rebuilds. Rebuilds run from the schedule or
     ``manage.py index_health --reindex`` (a concurrent reindex can outlast a page request)."""
@@ -468,14 +473,6 @@ class IndexRebuildAdmin(admin.ModelAdmin):
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_module_permission(request)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         context = {**(extra_context or {}), "index_health": index_health.index_health_report(),
@@ -487,7 +484,7 @@ class IndexRebuildAdmin(admin.ModelAdmin):
 
 
 @admin.register(Entity)
-class EntityAdmin(TenantScopedAdmin):
+class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """A tenant's entities (read-only: the graph follows the chunks): each with its mentions and its neighbours."""
 
     list_display = ["name", "tenant", "type", "chunk_count", "defined_count"]
@@ -535,11 +532,3 @@ class EntityAdmin(TenantScopedAdmin):
             "<tbody>{}</tbody></table>", body,
         )
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
