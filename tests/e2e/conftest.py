@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,12 @@ def browser() -> Iterator[object]:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def context(browser: Any, base: str) -> Iterator[Any]:
+    """A fresh browser context on the module's own server (each module defines ``base``)."""
+    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(15_000)
+    yield context
+    context.close()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from knowledge.models import Document
 from tests.conftest import World
@@ -25,14 +25,6 @@ def base(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     data = tmp_path_factory.mktemp("admin-e2e")
     with asgi_server(child_env(QUARRY_DATA_DIR=str(data)), log_name="uvicorn-e2e-admin") as url:
         yield url
-
-
-@pytest.fixture
-def context(browser: Browser, base: str) -> Iterator[BrowserContext]:
-    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
-    yield context
-    context.close()
 
 
 class Violations:

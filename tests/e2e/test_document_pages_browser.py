@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, expect
 
 from knowledge.models import Document
 from knowledge.services import documents as doc_services
@@ -29,14 +29,6 @@ def base(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     data = tmp_path_factory.mktemp("document-pages-e2e")
     with asgi_server(child_env(QUARRY_DATA_DIR=str(data)), log_name="uvicorn-e2e-document-pages") as url:
         yield url
-
-
-@pytest.fixture
-def context(browser: Browser, base: str) -> Iterator[BrowserContext]:
-    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
-    yield context
-    context.close()
 
 
 def signed_in(world: World, context: BrowserContext) -> Page:
