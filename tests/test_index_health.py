@@ -143,6 +143,25 @@ def test_a_tenant_above_the_threshold_uses_the_hnsw_index() -> None:
 
 
 @pytest.mark.django_db
+def test_a_filter_that_leaves_few_candidates_of_a_large_tenant_is_searched_exactly() -> None:
+    """Above the threshold, a filter keeping at most ``exact_max_chunks`` chunks skips the index;
+    one keeping more does not (so the first half could fail)."""
+    Tenant.objects.create(slug="acme", name="acme")
+    docs, table, centres = clustered(300, seed=6, prefix="acme")
+    docs = [RAGDocument(d.id, d.text, metadata={**d.metadata, "shelf": "rare" if i % 15 == 0 else "common"}) for i, d in enumerate(docs)]
+    ingest("default", "acme", docs, table)
+    backend = PostgresBackend(exact_max_chunks=100)  # acme's 300 chunks are above it
+    vector = unit(centres[0])
+    with CaptureQueriesContext(connection) as captured:
+        found = semantic(backend, "acme", vector, shelf="rare")  # 20 candidates
+    assert found == brute_force(docs, table, vector, keep=lambda d: d.metadata["shelf"] == "rare")
+    assert "chunk_embedding_hnsw_384" not in plans_of("default", captured.captured_queries)
+    with CaptureQueriesContext(connection) as captured:
+        semantic(backend, "acme", vector, part=1)  # 150 candidates
+    assert "chunk_embedding_hnsw_384" in plans_of("default", captured.captured_queries)
+
+
+@pytest.mark.django_db
 def test_exact_and_ann_paths_return_the_same_top_10_on_a_small_tenant() -> None:
     Tenant.objects.create(slug="acme", name="acme")
     docs, table, centres = clustered(300, seed=2, prefix="acme")

@@ -551,12 +551,15 @@ class PostgresBackend:
         # A small tenant skips the ANN index altogether: exact costs it a few milliseconds, and its
         # ranking then cannot suffer from the shared index's state (deleted entries left by another
         # tenant's churn leave newly inserted ones badly connected: issue 22 measured -0.12 nDCG@10).
-        small = self._dimension(query) is not None and query.mode is not SearchMode.KEYWORD and self._is_small(tenant_id)
+        # A filtered search of a large tenant does the same when its filters leave few candidates.
+        filtered = bool(query.filters) or _has_refinements(query.text)
+        small = self._dimension(query) is not None and query.mode is not SearchMode.KEYWORD and (
+            self._is_small(tenant_id) or (filtered and self._few_candidates(query, tenant_id))
+        )
         rows = self._run_search(query, tenant_id, exact_semantic=small)
         # The fast paths (postings, HNSW) can come back short once filters apply;
         # the exact plans cannot. Only a filtered query, or an ANN one, can be short.
         wanted = query.limit if query.mode is not SearchMode.HYBRID else max(self.hybrid_depth, query.limit)
-        filtered = bool(query.filters) or _has_refinements(query.text)
         first = rows[0] if rows else {}
         exact_keyword = query.mode is not SearchMode.SEMANTIC and filtered and first.get("kw_count", 0) < wanted
         exact_semantic = (
@@ -576,6 +579,22 @@ class PostgresBackend:
             cursor.execute("SELECT chunk_count FROM knowledge_corpusstat WHERE tenant_id = %s", [tenant_id])
             row = cursor.fetchone()
         return (row[0] if row else 0) <= self.exact_max_chunks
+
+    def _few_candidates(self, query: RAGQuery, tenant_id: int) -> bool:
+        """Whether the query's filters leave at most ``exact_max_chunks`` of the tenant's chunks with
+        the query's model. Counts at most one row past the bound: cheap when the filters keep many
+        (it stops early), and when they keep few the metadata and text GIN indexes find them."""
+        if self.exact_max_chunks == 0:
+            return False
+        where, params = self._where(query)
+        params.update(tenant=tenant_id, model=query.embedding_model or "", cap=self.exact_max_chunks + 1)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM knowledge_chunk c WHERE c.tenant_id = %(tenant)s "
+                f"AND c.embedding_model = %(model)s {where} LIMIT %(cap)s) candidates",
+                params,
+            )
+            return int(cursor.fetchone()[0]) <= self.exact_max_chunks
 
     # --- the knowledge graph (knowledge.graph) ------------------------------------------
 
