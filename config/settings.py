@@ -224,6 +224,11 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
+# Each task worker lowers its own CPU priority by this much when it starts (knowledge.apps): on a
+# small machine, extraction and embedding then yield the cores to requests instead of doubling
+# search latency while a large import runs (issue 22, bench/churn.py). 0 leaves it alone.
+QUARRY_WORKER_NICE = env_int("QUARRY_WORKER_NICE", 10, minimum=0, maximum=19)
+
 # --- The RAG providers (knowledge.rag.factory) ---------------------------------
 # Each is built once per process from {"CLASS": dotted path, "OPTIONS": {...}}, as Django
 # builds cache backends; tests point these settings at doubles of a provider's network.

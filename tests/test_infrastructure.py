@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -33,6 +34,15 @@ def test_orm_broker_task_runs_on_a_real_worker() -> None:
     with qcluster(child_env(REDIS_URL=""), log_name="qcluster-orm"):
         result = wait_for(lambda: successful_result(task_id), timeout=90, what=f"task {task_id} on the ORM broker")
     assert result == "hello-orm"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_task_workers_run_at_the_lower_priority_the_setting_names() -> None:
+    """Workers yield the CPU to requests: each lowers its own priority by QUARRY_WORKER_NICE when it starts."""
+    task_id = async_task("config.tasks.worker_niceness")
+    with qcluster(child_env(REDIS_URL="", QUARRY_WORKER_NICE="7"), log_name="qcluster-nice"):
+        result = wait_for(lambda: successful_result(task_id), timeout=90, what=f"task {task_id} on the ORM broker")
+    assert result == min(19, os.nice(0) + 7)
 
 
 @needs_redis
