@@ -9,6 +9,11 @@ all indexed and ANALYZEd); at each size the same queries run in SEMANTIC and HYB
 mode through the exact path (``exact_max_chunks`` above the size) and the HNSW path
 (``exact_max_chunks=0``), with recall@10 of each against NumPy's exact top 10.
 Query embedding is excluded from every timing.
+
+Every chunk carries ``{"shelf": i % SHELVES}``; ``semantic_filtered_*`` runs the semantic
+queries filtered to one shelf (1/50 of the tenant). The default backend
+(``exact_max_chunks`` 2,000) ranks such a search exactly whenever the shelf holds at most
+2,000 chunks, whatever the tenant's size; ``hnsw`` is the ANN path with iterative scans.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import time
 import numpy as np
 from _common import bench_tenant, emit, passages, perturbed, setup_django
 from search_latency import TableEmbedder, _base_vectors, summary
+
+SHELVES = 50
 
 
 def main() -> None:
@@ -55,12 +62,13 @@ def main() -> None:
     result: dict[str, object] = {"benchmark": "exact_search", "limit": args.limit, "queries": args.queries,
                                  "server_version": server, "pgvector": row[0] if row else None, "sizes": {}}
     paths = {"exact": PostgresBackend(exact_max_chunks=10**9), "hnsw": PostgresBackend(exact_max_chunks=0)}
+    filtered_paths = {"default": PostgresBackend(), "hnsw": PostgresBackend(exact_max_chunks=0)}
     with bench_tenant("bench-exact") as tenant:
         service = rag.postgres(TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
         stored = 0
         for n in sizes:
             for start in range(stored, n, 1000):
-                async_to_sync(service.ingest)([rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + 1000, n))])
+                async_to_sync(service.ingest)([rag.RAGDocument(f"c{i}", texts[i], metadata={"shelf": i % SHELVES}) for i in range(start, min(start + 1000, n))])
             stored = n
             backlog_index(namespace=tenant.slug)  # type: ignore[attr-defined]
             with connection.cursor() as cursor:
@@ -86,6 +94,20 @@ def main() -> None:
                     if recalls:
                         entry["recall@10"] = round(statistics.fmean(recalls), 4)
                     figures[f"{mode.value}_{path}"] = entry
+            shelf = np.arange(n) % SHELVES == 0
+            for path, backend in filtered_paths.items():
+                times, recalls = [], []
+                for qi, text in enumerate(query_texts):
+                    scores = np.where(shelf, stored_vectors[:n] @ query_vectors[qi], -np.inf)
+                    want = {f"c{i}" for i in np.argsort(-scores)[: args.limit]}
+                    query = rag.RAGQuery(text, tenant.slug, mode=rag.SearchMode.SEMANTIC, limit=args.limit,  # type: ignore[attr-defined]
+                                         vector=tuple(query_vectors[qi]), embedding_model=TableEmbedder.model_id, filters={"shelf": 0})
+                    started = time.perf_counter()
+                    hits = async_to_sync(backend.search)(query)
+                    times.append((time.perf_counter() - started) * 1000)
+                    recalls.append(len(want & {h.chunk.document_id for h in hits}) / args.limit)
+                figures[f"semantic_filtered_{path}"] = summary(times) | {"recall@10": round(statistics.fmean(recalls), 4),
+                                                                         "candidates": int(shelf.sum())}
             result["sizes"][str(n)] = figures  # type: ignore[index]
     emit(result)
 
