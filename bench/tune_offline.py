@@ -5,7 +5,10 @@
 Retrieves each question's passages once, the way ``chat.pipeline.retrieve`` does (default
 settings), then replays only the offline model over them with each setting: the gold answer
 contained, citation precision/recall against the qrels, cannot-answer share, mean length and
-the model's p50/p95 time after retrieval (embedding the candidate sentences included). The
+the model's p50/p95 time after retrieval. As in the chat pipeline, the hits' similarities to
+the question (``selection.passage_similarities``) stand for their sentences', so nothing is
+embedded when retrieval was semantic or hybrid; the vectors path (the agent's) is what runs
+when no hit carries a similarity. The
 tenant must hold the corpus (``manage.py evaluate DIR --tenant SLUG`` ingests it). The
 end-to-end figures are ``manage.py evaluate_answers``'s; this is for choosing parameters.
 """
@@ -33,15 +36,21 @@ from chat.pipeline import retrieve  # noqa: E402
 from chat.prompting import CitationMarkers, build_messages  # noqa: E402
 from chat.llm import offline  # noqa: E402
 from chat.llm.offline import extractive_answer_async  # noqa: E402
-from chat.llm.selection import Tuning  # noqa: E402
+from chat.llm.selection import Tuning, passage_similarities  # noqa: E402
 
 
 def run(cases: list[tuple[dict, list, set[str]]], tuning: Tuning) -> dict[str, float]:
     contained, precision, recall, cannot, chars, times, cited_n = [], [], [], [], [], [], []
     for query, hits, relevant in cases:
         messages = build_messages(template="default", hits=hits, memory=[], prompt=query["text"])
+        # As chat.pipeline.answer_stream does: the hits' similarities stand for their sentences'.
+        similarities = {n: h.semantic_similarity for n, h in enumerate(hits, start=1) if h.semantic_similarity is not None}
         started = time.perf_counter()
-        text = async_to_sync(extractive_answer_async)(messages, tuning=tuning)
+        if similarities:
+            with passage_similarities(similarities):
+                text = async_to_sync(extractive_answer_async)(messages, tuning=tuning)
+        else:
+            text = async_to_sync(extractive_answer_async)(messages, tuning=tuning)
         times.append(1000 * (time.perf_counter() - started))
         markers = CitationMarkers(len(hits))
         text = markers.feed(text) + markers.flush()
@@ -73,8 +82,8 @@ def main() -> None:
     cases = [(q, async_to_sync(retrieve)(tenant=tenant, prompt=q["text"])[0], judged[q["_id"]]) for q in queries]
     settings = [Tuning()]
     if args.grid:
-        settings += [dataclasses.replace(Tuning(), floor=f, semantic_weight=w, stop_ratio=r, max_units=m)
-                    for f, w, r, m in itertools.product((0.25, 0.3, 0.35), (0.4, 0.6, 0.8), (0.7, 0.8, 0.9), (2, 3))]
+        settings += [dataclasses.replace(Tuning(), passage_floor=f, passage_weight=w, stop_ratio=r, type_weight=t, title_weight=h)
+                     for f, w, r, t, h in itertools.product((0.3, 0.35), (0.75, 0.8, 0.85), (0.5, 0.6), (0.0, 0.15, 0.3), (0.0, 0.3))]
     real_embed = offline._embed
     cache: dict[tuple[str, ...], list[list[float]] | None] = {}
 
@@ -86,8 +95,8 @@ def main() -> None:
     for index, tuning in enumerate(settings):
         if index == 1:  # the first setting is timed with real embedding; the grid reuses its vectors
             offline._embed = cached_embed  # type: ignore[assignment]
-        row = {"floor": tuning.floor, "semantic_weight": tuning.semantic_weight, "stop_ratio": tuning.stop_ratio,
-               "max_units": tuning.max_units, **run(cases, tuning)}
+        row = {"passage_floor": tuning.passage_floor, "passage_weight": tuning.passage_weight, "stop_ratio": tuning.stop_ratio,
+               "type_weight": tuning.type_weight, "title_weight": tuning.title_weight, "max_units": tuning.max_units, **run(cases, tuning)}
         print(json.dumps(row), flush=True)
 
 

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from typing import Any, cast
 
 from django.conf import settings
@@ -39,6 +39,7 @@ from chat.events import (
     Usage,
 )
 from chat.llm import CatalogError, Finished, ModelUnavailable, ReasoningDelta, TextDelta, UsageReport, stream_chat
+from chat.llm.selection import passage_similarities
 from chat.models import ChatSession
 from chat.prompting import CitationMarkers, build_messages
 from chat.selectors import chat_memory
@@ -152,21 +153,25 @@ async def answer_stream(
     try:
         memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS)
         messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
-        async with aclosing(stream_chat(messages)) as model_events:
-            first_token: float | None = None
-            async for item in model_events:
-                if isinstance(item, TextDelta):
-                    first_token = first_token or time.monotonic()
-                    text = markers.feed(item.text)
-                    if text:
-                        parts.append(text)
-                        yield {"event": "text_delta", "data": {"text": text}}
-                elif isinstance(item, ReasoningDelta):
-                    yield {"event": "reasoning_delta", "data": {"text": item.text}}
-                elif isinstance(item, UsageReport):
-                    yield {"event": "usage", "data": cast(Usage, item.as_dict())}
-                elif isinstance(item, Finished):
-                    finished = item
+        # The offline model scores sentences with the similarities retrieval has just computed
+        # instead of embedding them again (chat.llm.selection); a hosted model never sees them.
+        similarities = {n: hit.semantic_similarity for n, hit in enumerate(hits, start=1) if hit.semantic_similarity is not None}
+        with passage_similarities(similarities) if similarities else nullcontext():
+            async with aclosing(stream_chat(messages)) as model_events:
+                first_token: float | None = None
+                async for item in model_events:
+                    if isinstance(item, TextDelta):
+                        first_token = first_token or time.monotonic()
+                        text = markers.feed(item.text)
+                        if text:
+                            parts.append(text)
+                            yield {"event": "text_delta", "data": {"text": text}}
+                    elif isinstance(item, ReasoningDelta):
+                        yield {"event": "reasoning_delta", "data": {"text": item.text}}
+                    elif isinstance(item, UsageReport):
+                        yield {"event": "usage", "data": cast(Usage, item.as_dict())}
+                    elif isinstance(item, Finished):
+                        finished = item
     except asyncio.CancelledError:
         logger.info("chat answer cancelled after %.0f ms (the client left); nothing stored", 1000 * (time.monotonic() - started))
         raise

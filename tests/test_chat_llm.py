@@ -255,3 +255,35 @@ def test_the_citations_event_holds_only_the_passages_the_answer_used(world: Worl
     assert "modes:0" not in [c["chunk_id"] for c in citations["also_retrieved"]]
     assert events[-1]["data"]["citations"] == citations["citations"]
     assert Turn.objects.filter(session=session, role="assistant").get().citations == citations["citations"]
+
+
+def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_embeds_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retrieval compared every hit's stored vector with the question's; the offline model reuses that."""
+    from contextlib import aclosing
+
+    from chat.llm import offline
+    from chat.llm.selection import current_similarities
+    from chat.pipeline import answer_stream
+    from chat.services import chat_session_create
+
+    index_world(world)
+    session = chat_session_create(tenant=world.acme, principal="user:1")
+    embedded: list[list[str]] = []
+
+    async def recording(texts: list[str]) -> list[list[float]] | None:
+        embedded.append(texts)
+        return None
+
+    monkeypatch.setattr(offline, "_embed", recording)
+
+    async def collect() -> list[Any]:
+        async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
+            return [event async for event in events]
+
+    events = async_to_sync(collect)()
+    text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
+    assert "Editors upload files in the admin." in text
+    assert embedded == []
+    assert current_similarities() is None  # the pipeline's context ends with its model call

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chat.llm.offline import CANNOT_ANSWER, Passage, _sync_vectors, answer_from
-from chat.llm.selection import Tuning, instruction_of, select, units_of
+from chat.llm.selection import Tuning, answer_type, instruction_of, select, units_of
 from chat.prompting import CitationMarkers
 
 
@@ -140,3 +140,91 @@ def test_evaluate_answers_refuses_a_missing_folder_or_tenant(tmp_path: object) -
     (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
     with pytest.raises(CommandError, match="Tenant 'nowhere' not found: run manage.py evaluate"):
         call_command("evaluate_answers", str(folder), "--tenant", "nowhere")
+
+
+def test_with_the_passages_similarities_nothing_is_embedded_and_the_passage_floor_applies() -> None:
+    passages = [Passage(1, "Espresso is brewed at nine bars of pressure. The grinder sits by the sink.", "Espresso"),
+                Passage(2, "Espresso cups are kept warm on the machine.", "Cups")]
+
+    def never(texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the passages' similarities are known: nothing should be embedded")
+
+    tuning = Tuning(passage_floor=0.4, stop_ratio=0.0)
+    answer = answer_from("How is espresso brewed?", passages, vectors=never, similarity={1: 0.7, 2: 0.2}, tuning=tuning)
+    assert "nine bars of pressure" in answer and "[1]" in answer
+    assert "cups" not in answer.lower()  # passage 2 shares "espresso" but is below the passage floor
+    assert "grinder" not in answer  # shares no word of the question
+    below = answer_from("How is espresso brewed?", passages, similarity={1: 0.1, 2: 0.2}, tuning=tuning)
+    assert below.startswith(CANNOT_ANSWER)
+
+
+def test_the_pipelines_similarities_reach_the_offline_model_through_the_context_only() -> None:
+    from chat.llm.selection import current_similarities, passage_similarities
+
+    assert current_similarities() is None
+    with passage_similarities({1: 0.5}):
+        assert current_similarities() == {1: 0.5}
+    assert current_similarities() is None
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("How many stores does Publix have?", "number"), ("When was the bridge opened?", "date"),
+    ("In which year did it close?", "date"), ("Where is the Bubye River?", "place"),
+    ("What county is Johnnycake in?", "place"), ("Who founded the company?", "name"), ("Why is the sky blue?", None),
+])
+def test_the_answer_type_comes_from_the_wh_phrase(question: str, kind: str | None) -> None:
+    assert answer_type(question) == kind
+
+
+def test_a_sentence_holding_what_the_question_asks_for_comes_first() -> None:
+    # Same words of the question in both; only one holds a number, which "how many" asks for.
+    text = "The harbor berths ferries and fishing boats. The harbor counts 42 berths in total."
+    chosen = select("How many berths does the harbor have?", [(1, text)], similarity={1: 0.6}, tuning=Tuning(max_units=1))
+    assert [u.text for u in chosen.units] == ["The harbor counts 42 berths in total."]
+    plain = select("How many berths does the harbor have?", [(1, text)], similarity={1: 0.6},
+                   tuning=Tuning(max_units=1, type_weight=0.0))
+    assert [u.text for u in plain.units] == ["The harbor berths ferries and fishing boats."]
+
+
+def test_the_passage_a_quoted_sentence_names_by_its_title_is_the_next_hop() -> None:
+    passages = [Passage(1, "Hello Love is a 1974 single by Hank Snow.", "Hello Love (song)"),
+                Passage(2, "Clarence Eugene Snow died in Madison, Tennessee, in 1999.", "Hank Snow")]
+    question = "Where did the performer of Hello Love die?"
+    answer = answer_from(question, passages, similarity={1: 0.6, 2: 0.4})
+    assert "Hank Snow" in answer and "Madison, Tennessee" in answer and "[2]" in answer  # passage 2 shares no question word
+    alone = answer_from(question, passages, similarity={1: 0.6, 2: 0.4}, tuning=Tuning(title_weight=0.0))
+    assert "Madison" not in alone
+
+
+def test_the_offline_model_reuses_the_vectors_of_texts_it_embedded_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asgiref.sync import async_to_sync
+
+    from chat.llm import offline
+
+    asked: list[list[str]] = []
+
+    class Counting:
+        model_id = "test/counting"
+
+        async def embed(self, texts: list[str], *, kind: str = "document") -> list[list[float]]:
+            asked.append(list(texts))
+            return [[float(len(t)), 1.0] for t in texts]
+
+    embedder = Counting()
+    monkeypatch.setattr(offline.rag, "default_embedder", lambda: embedder)
+    offline._vector_cache.clear()
+    first = async_to_sync(offline._embed)(["a question", "a sentence"])
+    again = async_to_sync(offline._embed)(["a sentence", "another sentence"])
+    assert asked == [["a question", "a sentence"], ["another sentence"]]  # "a sentence" was not embedded twice
+    assert again is not None and first is not None and again[0] == first[1]
+    offline._vector_cache.clear()
+
+
+def test_long_answers_stream_in_a_bounded_number_of_deltas() -> None:
+    from chat.llm.offline import deltas
+
+    short = "From the knowledge base: one two three"
+    assert list(deltas(short)) == ["From ", "the ", "knowledge ", "base: ", "one ", "two ", "three"]  # a word each
+    long = " ".join(f"word{n}" for n in range(100))
+    pieces = list(deltas(long, most=24))
+    assert "".join(pieces) == long and len(pieces) <= 25 and len(pieces) > 10

@@ -25,15 +25,18 @@ import asyncio
 import html
 import json
 import logging
+import math
 import re
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.catalog import OFFLINE_MODEL, OFFLINE_PROVIDER, load_litellm
-from chat.llm.selection import DEFAULT_TUNING, Selection, Tuning, Vectors, embedding_texts, select
+from chat.llm.selection import DEFAULT_TUNING, Selection, Tuning, Vectors, current_similarities, embedding_texts, select
 from knowledge import rag
 
 litellm = load_litellm()
@@ -97,10 +100,15 @@ def passages_in(messages: Sequence[Any]) -> list[tuple[int, str]]:
     return [(p.number, p.text) for p in passages_of(messages)]
 
 
-def _question_and_passages(messages: Sequence[Any]) -> tuple[str, list[Passage]]:
+def _question_and_passages(messages: Sequence[Any]) -> tuple[str, list[Passage], dict[int, float] | None]:
+    """The question, the passages to answer from, and their similarities to the question when the
+    caller knows them (the chat pipeline's retrieval: ``selection.passage_similarities``)."""
     question = next((_content(m) for m in reversed(messages) if _role(m) == "user"), "")
-    passages = tool_passages_of(messages) if any(_role(m) == "tool" for m in messages) else passages_of(messages)
-    return question, passages
+    if any(_role(m) == "tool" for m in messages):
+        return question, tool_passages_of(messages), None  # the agent's sources are numbered by its tools
+    passages = passages_of(messages)
+    similarity = current_similarities()
+    return question, passages, similarity
 
 
 def _sync_vectors(texts: list[str]) -> list[list[float]] | None:
@@ -112,26 +120,80 @@ def _sync_vectors(texts: list[str]) -> list[list[float]] | None:
     return None
 
 
+class _VectorCache:
+    """The last ``size`` texts' vectors, per embedder model: a knowledge base is asked about the same
+    passages again and again (and a follow-up repeats the question), and a sentence embedded once
+    need not pay the embedder's ~5-30 ms a sentence on CPU again. Thread-safe (the sync path embeds
+    from worker threads)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, model: str, texts: Sequence[str]) -> list[list[float] | None]:
+        with self._lock:
+            found: list[list[float] | None] = []
+            for text in texts:
+                vector = self._vectors.get((model, text))
+                if vector is not None:
+                    self._vectors.move_to_end((model, text))
+                found.append(vector)
+            return found
+
+    def put(self, model: str, texts: Sequence[str], vectors: Sequence[list[float]]) -> None:
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._vectors[(model, text)] = vector
+                self._vectors.move_to_end((model, text))
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+
+_vector_cache = _VectorCache()
+
+
 async def _embed(texts: list[str]) -> list[list[float]] | None:
+    """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
+    when there is no embedder or it failed (the selection then uses BM25 alone)."""
     embedder = rag.default_embedder()
     if embedder is None or not texts:
         return None
-    try:
-        return await embedder.embed(texts, kind="query")
-    except (rag.RAGError, OSError, ValueError) as exc:
-        logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
-        return None
+    # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
+    # one (a settings change, a test's fake) must not be answered with another's vectors.
+    model = f"{getattr(embedder, 'model_id', None) or type(embedder).__qualname__}@{id(embedder)}"
+    found = _vector_cache.get(model, texts)
+    missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+    if missing:
+        try:
+            computed = await embedder.embed(missing, kind="query")
+        except (rag.RAGError, OSError, ValueError) as exc:
+            logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
+            return None
+        _vector_cache.put(model, missing, computed)
+        fresh = dict(zip(missing, computed, strict=True))
+        found = [v if v is not None else fresh[t] for t, v in zip(texts, found, strict=True)]
+    return found  # type: ignore[return-value]  # every slot is filled
 
 
 def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
     """The offline model's whole answer to ``messages``: from tool results when there are any, else the system passages."""
-    question, passages = _question_and_passages(messages)
+    question, passages, similarity = _question_and_passages(messages)
+    if similarity is not None:
+        return answer_from(question, passages, similarity=similarity, tuning=tuning)
     return answer_from(question, passages, vectors=_sync_vectors, tuning=tuning)
 
 
 async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
-    """``extractive_answer`` with the embedder awaited (the streaming path)."""
-    question, passages = _question_and_passages(messages)
+    """``extractive_answer`` with the embedder awaited (the streaming path). With the passages'
+    similarities known, nothing is embedded: the answer costs a few milliseconds of BM25."""
+    question, passages, similarity = _question_and_passages(messages)
+    if similarity is not None:
+        return answer_from(question, passages, similarity=similarity, tuning=tuning)
     texts = embedding_texts(question, [(p.number, p.text) for p in passages], titles={p.number: p.title for p in passages},
                             tuning=tuning)
     vectors = await _embed(texts)
@@ -143,6 +205,7 @@ def answer_from(
     passages: Sequence[Passage] | Sequence[tuple[int, str]],
     *,
     vectors: Vectors | None = None,
+    similarity: dict[int, float] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
 ) -> str:
     """Quote the units of ``passages`` that answer ``question`` with their passage numbers (``selection.select``);
@@ -151,7 +214,7 @@ def answer_from(
     if not question.strip() or not items:
         return NOT_FOUND
     titles = {p.number: p.title for p in items if p.title}
-    chosen = select(question, [(p.number, p.text) for p in items], titles=titles, vectors=vectors, tuning=tuning)
+    chosen = select(question, [(p.number, p.text) for p in items], titles=titles, vectors=vectors, similarity=similarity, tuning=tuning)
     if not chosen.units:
         names = list(dict.fromkeys(titles[n] for n in chosen.closest if n in titles))[:3]
         if not names:
@@ -236,9 +299,15 @@ def agent_plan(messages: Sequence[Any], tools: Any) -> ToolCallPlan | None:
     return ToolCallPlan(AGENT_SEARCH_TOOL, json.dumps({"query": question}, ensure_ascii=False))
 
 
-def deltas(text: str) -> Iterator[str]:
-    """Small pieces, a word and its trailing space at a time, like a hosted model streams."""
-    yield from re.findall(r"\s*\S+\s*", text)
+def deltas(text: str, most: int = 24) -> Iterator[str]:
+    """Small pieces, as a hosted model streams: a word and its trailing space at a time, or a few
+    words when that would make more than ``most`` pieces. Every delta pays litellm's stream wrapper
+    and an event-loop turn, which made streaming a 400-character answer word by word cost more
+    than choosing its sentences."""
+    pieces = re.findall(r"\s*\S+\s*", text)
+    size = max(1, math.ceil(len(pieces) / most))
+    for start in range(0, len(pieces), size):
+        yield "".join(pieces[start:start + size])
 
 
 def _usage(messages: Sequence[Any], answer: str) -> dict[str, int]:

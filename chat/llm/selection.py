@@ -8,13 +8,25 @@ every unit against the question with the two signals Quarry has offline:
 - BM25 over the question's content terms (a small in-process index over the candidate
   units: the passages are few, so the IDF is theirs, not the corpus's), normalized by the
   best unit's score;
-- the cosine similarity of the unit's embedding to the question's (the local embedder,
-  when there is one; BM25 alone otherwise).
+- a cosine similarity to the question: in the chat pipeline, the passage's own (its stored
+  chunk vector, which retrieval has just compared with the question's; handed over through
+  ``passage_similarities``), standing for each of its units', so answering embeds nothing;
+  elsewhere (the agent's tool results) the local embedder's cosine of each shortlisted unit
+  (BM25 alone when there is no embedder).
 
-A unit is a candidate only when it reaches the relevance floor (``Tuning.floor`` on the
-cosine, or shares a question term when there are no vectors). Units are then picked by
-maximal marginal relevance, so a second copy of the same statement (one chunk overlapping
-the next) is never quoted twice, and picking stops when the answer is complete: the
+Two cues add to that: a unit that holds what the question's wh-phrase asks for ("how many"
+-> a number, "when" -> a date, "who"/"where" -> a name not in the question), and, once a
+unit is picked, the passage it names by its title (a multi-hop question's bridge: "... a
+single by Hank Snow" -> the passage titled "Hank Snow"), whose units become candidates even
+when they share no word with the question. Nothing here knows a data set: the cues are the
+question's grammar and the passages' titles.
+
+A unit is a candidate only when it reaches the relevance floor (``Tuning.passage_floor`` on
+the passage's similarity and a shared question term, ``Tuning.floor`` on a unit's own cosine,
+or a shared question term when there is neither). Units are then picked by
+maximal marginal relevance (likeness: the units' cosine, or their terms' overlap without
+vectors), so a second copy of the same statement (one chunk overlapping the next) is never
+quoted twice, and picking stops when the answer is complete: the
 question's terms are covered, or the next unit scores well below the first, or the answer
 reached its length budget. Instructions in the question ("in two sentences", "list",
 "summarise", "quote") set the count and the shape.
@@ -27,7 +39,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,26 +84,71 @@ _LIST = re.compile(r"^\s*(?:list|enumerate|name)\b|\b(?:list|enumerate) (?:the|a
 _CODE = re.compile(r"\b(?:code|snippet|example|script|command|function|syntax|implementation)s?\b", re.IGNORECASE)
 _QUOTE = re.compile(r"\b(?:quote|verbatim|exact words|word for word)\b", re.IGNORECASE)
 
+# What kind of thing the question asks for, by its wh-phrase: a sentence that holds one is likelier
+# to be the answer than one that only repeats the question's words.
+AnswerType = Literal["number", "date", "name", "place"]
+_ANSWER_TYPES: tuple[tuple[AnswerType, re.Pattern[str]], ...] = (
+    ("number", re.compile(r"\bhow (?:many|much|long|old|tall|high|far|big|large)\b|\bwhat (?:is the )?(?:number|population|percentage|amount)\b", re.I)),
+    ("date", re.compile(r"\bwhen\b|\bwhat (?:year|date|day|month|century|decade)\b|\bin which (?:year|century)\b", re.I)),
+    ("place", re.compile(r"\bwhere\b|\b(?:what|which) (?:country|city|state|county|town|province|region|continent|island|river|place|location)\b", re.I)),
+    ("name", re.compile(r"\bwho(?:m|se)?\b|\b(?:what|which) (?:is the )?(?:name|person|company|band|team|group|organization|party)\b", re.I)),
+)
+_YEAR = re.compile(r"\b(?:1[0-9]{3}|20[0-9]{2})\b|\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b")
+_NUMBER = re.compile(r"\b\d[\d,.]*\b|\b(?:hundred|thousand|million|billion|dozen)\b", re.I)
+_CAPITALIZED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'\-]+")
+
 
 @dataclass(frozen=True)
 class Tuning:
-    """The selection's parameters (defaults tuned on MuSiQue; see ``manage.py evaluate_answers``)."""
+    """The selection's parameters (defaults tuned on MuSiQue with ``bench/tune_offline.py``; the
+    end-to-end figures are ``manage.py evaluate_answers``'s, README "Chat")."""
 
     floor: float = 0.30  # least cosine similarity (question, unit) a unit needs to be quoted
     semantic_weight: float = 0.6  # score = w * cosine + (1 - w) * BM25 / best BM25
+    passage_floor: float = 0.35  # the same with the passage's similarity standing for its units' (the chat pipeline's)
+    passage_weight: float = 0.8  # and its weight then: one number per passage says less about a sentence, BM25 decides within
     mmr_lambda: float = 0.75  # relevance against novelty when picking the next unit
     duplicate: float = 0.92  # a unit this similar to a picked one is the same statement
-    stop_ratio: float = 0.50  # stop when the next unit scores below this share of the first
+    stop_ratio: float = 0.60  # stop when the next unit scores below this share of the first
     max_units: int = 3  # at most this many units without a count in the question
     max_chars: int = 420  # stop adding units past this many characters (one long unit may exceed it)
     rank_bonus: float = 0.03  # per retrieval rank above the last, to break near-ties for the better passages
     hop_weight: float = 0.8  # weight of what picked units name (a multi-hop question's bridge entities) for the next pick
+    type_weight: float = 0.3  # bonus of a unit holding what the question asks for (a number, a date, a name, a place)
+    lead_bonus: float = 0.0  # bonus of a passage's first unit (an article's lead sentence says what it is about)
+    title_weight: float = 0.3  # bonus, after a pick, of the units of a passage whose title the pick names (the next hop)
     embed_limit: int = 6  # embed only this many units, the best by BM25 (embedding costs ~5-30 ms a sentence on CPU)
+    embed_words: int = 32  # embed a unit's first this many words (its title included): the cost grows with the longest
     k1: float = 1.2
     b: float = 0.75
 
 
 DEFAULT_TUNING = Tuning()
+
+# The retrieved passages' similarity to the question, by passage number: the cosine of each chunk's
+# stored vector, which retrieval has just computed. The chat pipeline sets it around the model call
+# (``passage_similarities``); the offline model then scores sentences with it instead of embedding
+# them, which costs ~5-30 ms a sentence on CPU. A context variable, not a prompt attribute: a hosted
+# model has no use for it, and it never leaves the process.
+_similarities: ContextVar[dict[int, float] | None] = ContextVar("quarry_passage_similarities", default=None)
+
+
+@contextmanager
+def passage_similarities(values: dict[int, float]) -> Iterator[None]:
+    """Within the block, ``current_similarities()`` is ``values`` (passage number -> cosine to the question)."""
+    token = _similarities.set(dict(values))
+    try:
+        yield
+    finally:
+        try:
+            _similarities.reset(token)
+        except ValueError:  # closed from another context (a generator finalized elsewhere): that context never saw it
+            pass
+
+
+def current_similarities() -> dict[int, float] | None:
+    """The passage similarities the caller set (``passage_similarities``), or None."""
+    return _similarities.get()
 
 
 @dataclass(frozen=True)
@@ -99,6 +158,32 @@ class Unit:
     kind: UnitKind
     text: str  # as quoted: one line for sentences and items, verbatim lines for tables and code
     terms: tuple[str, ...]  # stemmed content terms, with repeats (BM25 term frequency)
+
+
+def answer_type(question: str) -> AnswerType | None:
+    """What the question asks for, by its wh-phrase ("how many" -> number, "when" -> date, ...), or None."""
+    for kind, pattern in _ANSWER_TYPES:
+        if pattern.search(question):
+            return kind
+    return None
+
+
+def holds_answer_type(text: str, kind: AnswerType | None, question_terms: frozenset[str] = frozenset()) -> bool:
+    """Whether ``text`` holds a thing of that kind that the question does not already name."""
+    if kind is None:
+        return False
+    if kind == "date":
+        return bool(_YEAR.search(text))
+    if kind == "number":
+        return any(m.group(0) not in question_terms for m in _NUMBER.finditer(text))
+    # A name or a place: a capitalized word inside the sentence (not its first word) that is not the question's.
+    return any(_stem(m.group(0).lower()) not in question_terms for m in _CAPITALIZED.finditer(text))
+
+
+def _title_named(title: str, text: str) -> bool:
+    """Whether ``text`` names the entity ``title`` is about ("Hello Love (song)" -> "Hello Love")."""
+    name = re.sub(r"\s*\([^)]*\)\s*$", "", title).strip()
+    return len(name) >= 3 and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) is not None
 
 
 @dataclass(frozen=True)
@@ -264,17 +349,43 @@ def _dot(a: Sequence[float], b: Sequence[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=False))
 
 
-def _embedding_text(unit: Unit, titles: dict[int, str]) -> str:
+def _embedding_text(unit: Unit, titles: dict[int, str], words: int) -> str:
     # A passage's title is often the entity its sentences are about ("He was born in ..."), so
-    # the sentence is embedded with it.
+    # the sentence is embedded with it. Only its first ``words`` words: a batch is padded to its
+    # longest text, so one long table or sentence would make every unit cost its length, and what
+    # a sentence is about is in its beginning.
     title = titles.get(unit.passage)
-    return f"{title}. {unit.text}" if title else unit.text
+    text = f"{title}. {unit.text}" if title else unit.text
+    pieces = text.split()
+    return " ".join(pieces[:words]) if len(pieces) > words else text
 
 
-def _shortlist(units: Sequence[Unit], lexical: Sequence[float], ranks: dict[int, int], limit: int) -> list[int]:
-    """The indexes of the units worth embedding: the best ``limit`` by BM25, earlier passages first on ties."""
+@dataclass(frozen=True)
+class _Prepared:
+    """What ``select`` knows before embedding: the units, their lexical scores and the shortlist to embed."""
+
+    units: list[Unit]
+    query: tuple[str, ...]
+    lexical: list[float]  # BM25 / the best unit's BM25, plus the answer-type bonus
+    ranks: dict[int, int]  # passage number -> retrieval rank (0 best)
+    shortlist: list[int]  # indexes of the units worth embedding, in unit order
+
+
+def _prepare(question: str, passages: Sequence[tuple[int, str]], tuning: Tuning) -> _Prepared:
+    units = [u for number, text in passages for u in units_of(number, text)]
+    query = term_list(question)
+    bm25 = _bm25(units, query, tuning.k1, tuning.b)
+    best = max(bm25, default=0.0) or 1.0
+    kind = answer_type(question)
+    asked = frozenset(query) | frozenset(m.lower() for m in _WORD.findall(question))
+    # Only a unit that shares a term with the question gets the bonus: "a sentence with a number"
+    # alone is no answer to "how many".
+    lexical = [score / best + (tuning.type_weight if score > 0 and holds_answer_type(u.text, kind, asked) else 0.0)
+               for u, score in zip(units, bm25, strict=True)]
+    ranks = {number: r for r, number in enumerate(dict.fromkeys(n for n, _ in passages))}
+    # The units worth embedding: the best ``embed_limit`` lexically, earlier passages first on ties.
     order = sorted(range(len(units)), key=lambda i: (-lexical[i], ranks[units[i].passage], units[i].position))
-    return sorted(order[:limit])
+    return _Prepared(units, query, lexical, ranks, sorted(order[: tuning.embed_limit]))
 
 
 def embedding_texts(
@@ -282,10 +393,8 @@ def embedding_texts(
 ) -> list[str]:
     """What ``select`` asks ``vectors`` to embed for these arguments: the question, then the shortlisted units."""
     titles = titles or {}
-    units = [u for number, text in passages for u in units_of(number, text)]
-    lexical = _bm25(units, term_list(question), tuning.k1, tuning.b)
-    ranks = {number: r for r, number in enumerate(dict.fromkeys(n for n, _ in passages))}
-    return [question, *(_embedding_text(units[i], titles) for i in _shortlist(units, lexical, ranks, tuning.embed_limit))]
+    prepared = _prepare(question, passages, tuning)
+    return [question, *(_embedding_text(prepared.units[i], titles, tuning.embed_words) for i in prepared.shortlist)]
 
 
 def select(
@@ -294,6 +403,7 @@ def select(
     *,
     titles: dict[int, str] | None = None,
     vectors: Vectors | None = None,
+    similarity: dict[int, float] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
 ) -> Selection:
     """The units of ``passages`` that answer ``question``, best first (see the module docstring).
@@ -304,15 +414,14 @@ def select(
     """
     instruction = instruction_of(question)
     titles = titles or {}
-    units = [u for number, text in passages for u in units_of(number, text)]
-    query = term_list(question)
+    prepared = _prepare(question, passages, tuning)
+    units, query, lexical, ranks, shortlist = prepared.units, prepared.query, prepared.lexical, prepared.ranks, prepared.shortlist
     if not units:
         return Selection([], instruction, [n for n, _ in passages][:3])
-    lexical = _bm25(units, query, tuning.k1, tuning.b)
-    best_lexical = max(lexical) or 1.0
-    ranks = {number: r for r, number in enumerate(dict.fromkeys(n for n, _ in passages))}
-    shortlist = _shortlist(units, lexical, ranks, tuning.embed_limit)
-    got = vectors([question, *(_embedding_text(units[i], titles) for i in shortlist)]) if vectors else None
+    best_lexical = 1.0  # _prepare normalized BM25 by the best unit's
+    # The passages' similarities, when known, make embedding the units unnecessary (and slow).
+    got = (vectors([question, *(_embedding_text(units[i], titles, tuning.embed_words) for i in shortlist)])
+           if vectors and similarity is None else None)
     # embedded[0] is the question's vector, embedded[i + 1] unit i's (None: not shortlisted, so not quotable).
     embedded: list[list[float] | None] | None = None
     if got is not None:
@@ -323,7 +432,7 @@ def select(
     scores: list[float] = []
     passing: list[bool] = []
     for i, unit in enumerate(units):
-        bonus = tuning.rank_bonus * (last_rank - ranks[unit.passage])
+        bonus = tuning.rank_bonus * (last_rank - ranks[unit.passage]) + (tuning.lead_bonus if unit.position == 0 else 0.0)
         if embedded is not None:
             vector = embedded[i + 1]
             cosine = _dot(embedded[0], vector) if vector is not None else -1.0
@@ -331,6 +440,12 @@ def select(
             # Code embeds far from prose questions; asked for, a block naming the question's terms is relevant.
             passing.append(vector is not None and (
                 cosine >= tuning.floor or (instruction.code and unit.kind == "code" and lexical[i] > 0)))
+        elif similarity is not None:
+            # The passage's own similarity to the question (its stored chunk vector, from retrieval)
+            # stands for each of its units'; a passage found by keyword alone counts as at the floor.
+            cosine = similarity.get(unit.passage, tuning.passage_floor)
+            scores.append(tuning.passage_weight * cosine + (1 - tuning.passage_weight) * lexical[i] + bonus)
+            passing.append(lexical[i] > 0 and cosine >= tuning.passage_floor)
         else:
             scores.append(lexical[i] / best_lexical + bonus)
             passing.append(lexical[i] > 0)
@@ -345,27 +460,40 @@ def select(
     chars = 0
     top = max(scores[i] for i in candidates)
     hop = [0.0] * len(units)
+    named: set[int] = set()  # passages a picked unit names by their title: the next hop's
+    kind = answer_type(question)
+    asked = frozenset(query) | frozenset(m.lower() for m in _WORD.findall(question))
+
+    def likeness(i: int, j: int) -> float:
+        """Two units' likeness: their cosine, or without vectors the overlap of their terms (one chunk
+        overlapping the next repeats whole sentences)."""
+        a, b = (embedded[i + 1], embedded[j + 1]) if embedded is not None else (None, None)
+        if a is not None and b is not None:
+            return _dot(a, b)
+        if embedded is not None:
+            return 0.0
+        mine, theirs = set(units[i].terms), set(units[j].terms)
+        return len(mine & theirs) / len(mine | theirs) if mine and theirs else 0.0
+
     while candidates and len(picked) < limit:
         def marginal(i: int) -> float:
-            if not picked or embedded is None:
+            if not picked:
                 return scores[i] + hop[i]
-            similarity = max(_dot(embedded[i + 1], embedded[j + 1]) for j in picked)  # type: ignore[arg-type]
-            return tuning.mmr_lambda * (scores[i] + hop[i]) - (1 - tuning.mmr_lambda) * similarity
+            return tuning.mmr_lambda * (scores[i] + hop[i]) - (1 - tuning.mmr_lambda) * max(likeness(i, j) for j in picked)
 
         best = max(candidates, key=marginal)
         candidates.remove(best)
-        if embedded is not None and any(
-            _dot(embedded[best + 1], embedded[j + 1]) >= tuning.duplicate for j in picked  # type: ignore[arg-type]
-        ):
+        if any(likeness(best, j) >= tuning.duplicate for j in picked):
             continue
         if any(units[best].text == units[j].text for j in picked):
             continue
         if picked and instruction.count is None:
             # Complete: the question's terms are all in the answer, the next unit is much weaker,
             # or the answer is long enough.
-            if scores[best] < tuning.stop_ratio * top or chars >= tuning.max_chars:
+            hopping = units[best].passage in named
+            if (scores[best] + (hop[best] if hopping else 0.0)) < tuning.stop_ratio * top or chars >= tuning.max_chars:
                 break
-            if findable and findable <= covered and instruction.shape != "list" and not (
+            if findable and findable <= covered and not hopping and instruction.shape != "list" and not (
                 instruction.code and units[best].kind == "code" and all(units[j].kind != "code" for j in picked)
             ):
                 break
@@ -378,6 +506,23 @@ def select(
             bridge = [t for t in covered if t not in query]
             lexical_hop = _bm25(units, bridge, tuning.k1, tuning.b)
             best_hop = max(lexical_hop) or 1.0
-            hop = [tuning.hop_weight * lexical_hop[i] / best_hop if units[i].passage not in {units[j].passage for j in picked} else 0.0
+            used = {units[j].passage for j in picked}
+            # The passage a pick names by its title is the next hop ("... a single by Hank Snow" -> "Hank Snow").
+            named = {n for n, title in titles.items() if n not in used and any(_title_named(title, units[j].text) for j in picked)}
+            hop = [tuning.hop_weight * lexical_hop[i] / best_hop + (tuning.title_weight if units[i].passage in named else 0.0)
+                   if units[i].passage not in used else 0.0
                    for i in range(len(units))]
+            if tuning.title_weight:
+                # A named passage's sentences need not share a word with the question, nor have been
+                # embedded: they become candidates through the pick, scored as if at the floor, and the
+                # one holding what the question asks for first.
+                for i, unit in enumerate(units):
+                    if unit.passage in named and i not in candidates and i not in picked and not passing[i]:
+                        typed = tuning.type_weight if holds_answer_type(unit.text, kind, asked) else 0.0
+                        weight, floor = ((tuning.semantic_weight, tuning.floor) if embedded is not None
+                                         else (tuning.passage_weight, similarity.get(unit.passage, tuning.passage_floor))
+                                         if similarity is not None else (0.0, 0.0))
+                        scores[i] = (weight * floor + (1 - weight) * lexical[i]
+                                     + tuning.rank_bonus * (last_rank - ranks[unit.passage]) + typed)
+                        candidates.append(i)
     return Selection([units[i] for i in picked], instruction, closest)

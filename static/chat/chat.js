@@ -36,6 +36,8 @@
     sources: document.getElementById("source-list"),
     sourcesHint: document.getElementById("sources-hint"),
     sourcesHeading: document.getElementById("sources-heading"),
+    alsoRetrieved: document.getElementById("also-retrieved"),
+    alsoList: document.getElementById("also-retrieved-list"),
   };
 
   var state = {
@@ -190,6 +192,7 @@
         if (forPending) {
           // Both the chat's and the agent's come after the text: they are the passages the answer cited.
           pending.citations = data.citations || [];
+          pending.alsoRetrieved = data.also_retrieved || [];
           showSources(pending);
           scheduleRender(pending);
         }
@@ -220,6 +223,7 @@
         if (forPending) {
           pending.completed = data;
           pending.citations = data.citations || pending.citations;
+          pending.alsoRetrieved = data.also_retrieved || pending.alsoRetrieved;
           finishPending("completed");
           touchSession(state.sessionId);
         }
@@ -326,7 +330,7 @@
   function assistantMessage() {
     var node = make("article", "message message-assistant");
     var answer = {
-      node: node, text: "", citations: [], usage: null, completed: null, renderQueued: false,
+      node: node, text: "", citations: [], alsoRetrieved: [], usage: null, completed: null, renderQueued: false,
       sourceNumbers: {}, sourceCount: 0, steps: null,
       phase: make("p", "phase"), content: make("div", "markdown"), footer: make("div", "message-footer"),
       reasoning: null, sourcesButton: null,
@@ -422,8 +426,9 @@
 
   function answerFooter(answer) {
     answer.footer.replaceChildren();
-    if (answer.citations.length) {
-      var button = make("button", "link-button", "Sources (" + answer.citations.length + ")");
+    if (answer.citations.length || answer.alsoRetrieved.length) {
+      var button = make("button", "link-button", answer.citations.length
+        ? "Sources (" + answer.citations.length + ")" : "Retrieved passages (" + answer.alsoRetrieved.length + ")");
       button.type = "button";
       button.addEventListener("click", function () { showSources(answer, true); });
       answer.footer.append(button);
@@ -479,47 +484,33 @@
 
   /* --- sources ---------------------------------------------------------------------- */
 
+  /* The cited passages, numbered as the answer's [n] markers, then the passages that were
+     retrieved and given to the model but not cited ("Also retrieved", unnumbered). Every text
+     goes in through textContent: titles and snippets are documents' words, never markup. */
   function showSources(answer, focus) {
     state.shownAnswer = answer;
     el.sources.replaceChildren();
     var sources = numbered(answer);
+    var also = answer.alsoRetrieved || [];
+    showAlsoRetrieved(also);
     var ids = sources.map(function (source) { return source.citation.chunk_id; });
     if (!ids.length) {
       el.sourcesHint.textContent = answer === state.pending && answer.mode === "agent"
-        ? "The sources appear when the answer is complete." : "No passages were found for this question.";
+        ? "The sources appear when the answer is complete."
+        : also.length ? "This answer cites no passage." : "No passages were found for this question.";
       el.sourcesHint.hidden = false;
-      return;
+    } else {
+      el.sourcesHint.hidden = true;
+      sources.forEach(function (source) { el.sources.append(sourceItem(source.citation, source.n)); });
+      if (focus) focusSource(sources[0].n);
+      showGraph(answer, sources);
     }
-    el.sourcesHint.hidden = true;
-    sources.forEach(function (source) {
-      var citation = source.citation;
-      var item = make("li", "source");
-      item.id = "source-" + source.n;
-      item.tabIndex = -1;
-      item.append(make("span", "source-number", String(source.n)));
-      var main = make("div", "source-body");
-      var link = make("a", "source-title", citation.document_id);
-      link.href = documentUrl(citation);
-      link.target = "_blank";
-      link.rel = "noopener";
-      var snippet = make("p", "source-snippet", "Loading…");
-      var score = make("p", "source-score", "Score " + formatScore(citation.score));
-      main.append(link, snippet, score);
-      if (citation.graph_path && citation.graph_path.length) {
-        main.append(make("p", "source-path", "Found through " + citation.graph_path.join(" → ")));
-      }
-      item.append(main);
-      el.sources.append(item);
-    });
-    if (focus) focusSource(sources[0].n);
-    showGraph(answer, sources);
-    loadChunks(ids).then(function () {
+    var shown = sources.map(function (source) { return source.citation; }).concat(also);
+    if (!shown.length) return;
+    loadChunks(shown.map(function (citation) { return citation.chunk_id; })).then(function () {
       if (state.shownAnswer !== answer) return;
-      sources.forEach(function (source) {
-        var citation = source.citation;
-        var item = document.getElementById("source-" + source.n);
-        if (!item) return;
-        var chunk = state.chunkCache[citation.chunk_id];
+      document.querySelectorAll(".sources .source").forEach(function (item) {
+        var chunk = state.chunkCache[item.dataset.chunkId];
         var snippet = item.querySelector(".source-snippet");
         if (chunk) {
           item.querySelector(".source-title").textContent = chunk.title || chunk.document_id;
@@ -531,10 +522,41 @@
       });
     }, function () {
       if (state.shownAnswer !== answer) return;
-      el.sources.querySelectorAll(".source-snippet").forEach(function (node) {
+      document.querySelectorAll(".sources .source-snippet").forEach(function (node) {
         node.textContent = "Could not load this passage. Open the source to read it.";
       });
     });
+  }
+
+  /* One passage of the panel; ``n`` is its citation number, or null for an uncited one. */
+  function sourceItem(citation, n) {
+    var item = make("li", n == null ? "source source-uncited" : "source");
+    item.dataset.chunkId = citation.chunk_id;
+    if (n != null) {
+      item.id = "source-" + n;
+      item.tabIndex = -1;
+      item.append(make("span", "source-number", String(n)));
+    }
+    var main = make("div", "source-body");
+    var link = make("a", "source-title", citation.document_id);
+    link.href = documentUrl(citation);
+    link.target = "_blank";
+    link.rel = "noopener";
+    var snippet = make("p", "source-snippet", "Loading…");
+    var score = make("p", "source-score", "Score " + formatScore(citation.score));
+    main.append(link, snippet, score);
+    if (citation.graph_path && citation.graph_path.length) {
+      main.append(make("p", "source-path", "Found through " + citation.graph_path.join(" → ")));
+    }
+    item.append(main);
+    return item;
+  }
+
+  function showAlsoRetrieved(also) {
+    if (!el.alsoRetrieved || !el.alsoList) return;
+    el.alsoList.replaceChildren();
+    also.forEach(function (citation) { el.alsoList.append(sourceItem(citation, null)); });
+    el.alsoRetrieved.hidden = also.length === 0;
   }
 
   /* The picture of how the cited passages connect through entities (static/chat/graph.js). */
@@ -677,6 +699,7 @@
   function resetSources() {
     state.shownAnswer = null;
     el.sources.replaceChildren();
+    showAlsoRetrieved([]);
     el.sourcesHint.textContent = "Sources cited in an answer appear here.";
     var graph = document.getElementById("sources-graph");
     if (graph) graph.hidden = true;

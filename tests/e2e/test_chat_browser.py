@@ -233,6 +233,41 @@ def browser_context_like(context: BrowserContext, *, width: int, height: int) ->
     return phone
 
 
+UNCITED_TITLE = """<img src=x onerror="window.__xss='also'">Upload limits"""
+
+
+def test_the_sources_panel_lists_retrieved_but_uncited_passages_apart(
+    corpus: World, context: BrowserContext, watch: Watch, tmp_path: Path
+) -> None:
+    # Found by keyword (upload, files) but not quoted: the first sentence of "Uploading" answers alone.
+    ingest("acme", [rag.RAGDocument("limits", "Files above the upload limit are refused with a message.", title=UNCITED_TITLE)])
+    page = watch.attach(context.new_page())
+    sign_in(page)
+    also = page.locator("#also-retrieved")
+    expect(also).to_be_hidden()
+    answer = ask(page, UPLOAD_QUESTION)
+    expect(answer).to_have_attribute("data-state", "completed")
+    expect(answer.locator(".message-footer")).to_contain_text("Sources (1)")
+    expect(page.locator("#source-list .source")).to_have_count(1)
+    expect(page.locator("#source-1 .source-title")).to_have_text("Uploading")
+
+    expect(also).to_be_visible()
+    expect(also.get_by_role("heading", name="Also retrieved")).to_be_visible()
+    uncited = also.locator(".source").filter(has_text="Upload limits")
+    expect(uncited).to_have_count(1)
+    expect(uncited.locator(".source-title")).to_have_text(UNCITED_TITLE)  # the title as text, markup and all
+    expect(uncited.locator(".source-snippet")).to_contain_text("Files above the upload limit are refused")
+    expect(uncited.locator(".source-number")).to_have_count(0)  # not a citation: no number an [n] could name
+    expect(also.locator(".source-title").filter(has_text="Uploading")).to_have_count(0)  # a cited passage is not repeated
+    assert_nothing_injected(page, watch)
+    page.screenshot(path=tmp_path / "also-retrieved.png", full_page=True)
+
+    page.locator("#new-chat").click()
+    expect(page.get_by_role("heading", name="New conversation")).to_be_visible()
+    expect(also).to_be_hidden()
+    assert watch.errors == [] and watch.dialogs == []
+
+
 def test_markup_in_documents_and_answers_renders_as_text(corpus: World, context: BrowserContext, watch: Watch, tmp_path: Path) -> None:
     page = watch.attach(context.new_page())
     sign_in(page)
