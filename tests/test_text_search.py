@@ -266,3 +266,65 @@ def test_editor_sets_the_language_in_the_admin_and_the_reindex_is_queued(world, 
     # An editor may not pick another tenant.
     response = editor.post("/admin/knowledge/searchlanguage/add/", {"tenant": world.globex.pk, "language": "german"})
     assert response.status_code == 200 and not SearchLanguage.objects.filter(tenant=world.globex).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingests_and_deletions_during_a_reindex_land_in_the_new_language() -> None:
+    """Writes of the tenant queue behind the switch or finish before it: none deadlocks, and no chunk
+    is left in the old configuration, whatever the interleaving."""
+    Tenant.objects.get_or_create(slug="acme", defaults={"name": "acme"})
+    service = _service("default", "acme")
+    async_to_sync(service.ingest)([rag.RAGDocument(f"d{i:03}", f"Die Häuser Nummer {i} stehen am Markt.") for i in range(300)])
+    errors: list[BaseException] = []
+
+    def switch() -> None:
+        try:
+            PostgresBackend().apply_search_language("acme", "german")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=switch)
+    thread.start()
+    for n in range(5):
+        async_to_sync(service.ingest)([rag.RAGDocument(f"new{n}", f"Neue Häuser im Viertel {n}.")])
+        async_to_sync(service.delete)([f"d{n:03}"])
+    thread.join()
+    assert errors == []
+    acme_id = Tenant.objects.get(slug="acme").pk
+    configs = {str(c) for c in Chunk.objects.filter(tenant_id=acme_id).values_list("search_config", flat=True)}
+    assert configs == {"quarry_german"} == {str(CorpusStat.objects.get(tenant_id=acme_id).search_config)}
+    stats = sorted(TermStat.objects.filter(tenant_id=acme_id).values_list("lexeme", "df"))
+    PostgresBackend().rebuild_statistics("acme")
+    assert stats == sorted(TermStat.objects.filter(tenant_id=acme_id).values_list("lexeme", "df"))
+    assert {f"new{n}" for n in range(5)} <= set(h.chunk.document_id for h in async_to_sync(service.search)("Viertel Haus", mode="keyword", limit=100))
+
+
+def test_the_command_shows_sets_and_applies_the_language(world: object) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    async_to_sync(_service("default", "acme").ingest)(FRENCH)
+    out = StringIO()
+    call_command("search_language", tenant="acme", stdout=out)
+    assert out.getvalue() == "tenant acme: language english, index in english: applied\n"
+    out = StringIO()
+    call_command("search_language", tenant="acme", language="french", stdout=out)
+    assert out.getvalue() == "tenant acme: language french, index in english: re-indexing (queued)\n"
+    out = StringIO()
+    call_command("search_language", tenant="acme", language="french", now=True, stdout=out)
+    assert out.getvalue() == "tenant acme: language french, index in french: applied\n"
+    with pytest.raises(CommandError):
+        call_command("search_language", tenant="nobody")
+
+
+def test_snippets_mark_accented_and_cjk_matches() -> None:
+    from knowledge.highlight import highlight, query_terms, terms_pattern
+
+    pattern = terms_pattern(query_terms("cafe crème コーヒー豆"))
+    assert str(highlight("Le Café sert une CRÈME. 私は毎朝コーヒー豆を挽く", pattern)) == (
+        "Le <mark>Café</mark> sert une <mark>CRÈME</mark>. 私は毎朝<mark>コーヒー豆</mark>を挽く"
+    )
+    assert str(highlight("cafe creme", terms_pattern(query_terms("café")))) == "<mark>cafe</mark> creme"
