@@ -27,8 +27,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
+from accounts.models import Tenant
 from knowledge import rag
-from knowledge.models import AuditEvent, Document, DocumentStatus, Entity, IndexRebuild
+from knowledge.models import AuditEvent, Document, DocumentStatus, Entity, IndexRebuild, SearchLanguage
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -52,7 +53,7 @@ from knowledge.selectors import (
     entity_mentions,
     entity_neighbors,
 )
-from knowledge.services import index_health, state
+from knowledge.services import index_health, state, text_search
 
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 CHUNKS_PER_PAGE = 25  # full texts: ~50,000 characters a page with the default chunker
@@ -452,6 +453,42 @@ class AuditEventAdmin(ReadOnlyAdmin, TenantScopedAdmin):
         shown = ", ".join(obj.document_ids[:5])
         return shown + (f" and {len(obj.document_ids) - 5} more" if len(obj.document_ids) > 5 else "")
 
+
+
+# --- Text search language (stemming and stop words per tenant) ---------------------------------------
+
+
+@admin.register(SearchLanguage)
+class SearchLanguageAdmin(TenantScopedAdmin):
+    """A tenant's keyword search language. Saving a new one queues the re-index of the tenant's keyword
+    data (``knowledge.services.text_search``); searches use the old language until it completes."""
+
+    list_display = ["tenant", "language", "index_language", "requested_at", "applied_at", "error"]
+    list_filter = [TenantFilter]
+    list_select_related = ["tenant"]
+    fields = ["tenant", "language", "index_language", "requested_at", "applied_at", "error"]
+    readonly_fields = ["index_language", "requested_at", "applied_at", "error"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: SearchLanguage | None = None) -> list[str]:
+        return self.readonly_fields + (["tenant"] if obj is not None else [])
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="Index uses")
+    def index_language(self, obj: SearchLanguage) -> str:
+        if obj.pk is None:
+            return "-"
+        state_now = text_search.search_language_state(tenant=obj.tenant)
+        return f"{state_now.active} (re-indexing)" if state_now.reindexing else state_now.active
+
+    def save_model(self, request: HttpRequest, obj: SearchLanguage, form: Any, change: bool) -> None:
+        text_search.search_language_set(tenant=obj.tenant, language=obj.language)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the row is the tenant's setting: change it instead
 
 
 # --- The shared search indexes: health and rebuilds ---------------------------------------------------

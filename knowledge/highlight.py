@@ -6,6 +6,7 @@ Everything returned as ``SafeString`` is built from pieces escaped one by one.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from django.utils.html import escape
@@ -66,10 +67,39 @@ def query_terms(query: str) -> list[str]:
     return sorted(stems, key=lambda s: (-len(s), s))
 
 
+def _fold(word: str) -> str:
+    """``word`` without its accents ("Crème" -> "Creme"), as ``unaccent`` folds it for the index."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", word) if not unicodedata.combining(ch))
+
+
+def _variants() -> dict[str, str]:
+    """Each ASCII letter's regular-expression class of itself and its accented Latin forms
+    (U+00C0 to U+024F), so a folded query term marks the accented word it matched."""
+    forms: dict[str, set[str]] = {}
+    for code in range(0xC0, 0x250):
+        ch = chr(code)
+        base = _fold(ch)
+        if len(base) == 1 and base.isascii() and base.isalpha() and base != ch:
+            forms.setdefault(base.lower(), set()).add(ch.lower())
+    return {base: "[" + base + "".join(sorted(chars)) + "]" for base, chars in forms.items()}
+
+
+_VARIANTS = _variants()
+# Scripts written without spaces: a term there is marked as it is, not to the end of its "word".
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
+
+
+def _term_regex(term: str) -> str:
+    body = "".join(_VARIANTS.get(ch, re.escape(ch)) for ch in _fold(term).lower())
+    return body if _CJK.search(term) else r"\b" + body + r"\w*"
+
+
 def terms_pattern(terms: list[str]) -> re.Pattern[str] | None:
+    """Matches of any of ``terms``: accent-insensitive as keyword search is, whole words in
+    alphabetic scripts, the bare term in Chinese, Japanese and Korean text."""
     if not terms:
         return None
-    return re.compile(r"\b(?:" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE | re.UNICODE)
+    return re.compile("(?:" + "|".join(_term_regex(t) for t in terms) + ")", re.IGNORECASE | re.UNICODE)
 
 
 def highlight(text: str, pattern: re.Pattern[str] | None) -> SafeString:

@@ -4,17 +4,75 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from datetime import timedelta
 
 from django.db import models
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Case, F, Func, Q, Value, When
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Now
+from django.db.models.functions import Coalesce, Now
 
-# The text search configuration of every tsvector and tsquery. Changing it means
-# regenerating search_vector (a migration) and the term statistics.
-TEXT_SEARCH_CONFIG = "english"
+# Text search: every tenant indexes and queries with one configuration ``quarry_<language>``
+# (migration 0013): PostgreSQL's Snowball stemmer of that language, with ``unaccent`` in front
+# where the server has the extension, over text passed through ``quarry_search_text`` (runs of
+# Chinese, Japanese and Korean characters become overlapping bigrams, which the default parser
+# then splits like words). The chunk stores its configuration (``Chunk.search_config``) and the
+# tenant's statistics row the one its chunks and queries use (``CorpusStat.search_config``).
+DEFAULT_SEARCH_LANGUAGE = "english"
+# The Snowball languages of PostgreSQL 15 and later, and "simple" (no stemming, no stop words).
+SEARCH_LANGUAGES = (
+    "simple", "arabic", "armenian", "basque", "catalan", "danish", "dutch", "english", "finnish", "french",
+    "german", "greek", "hindi", "hungarian", "indonesian", "irish", "italian", "lithuanian", "nepali",
+    "norwegian", "portuguese", "romanian", "russian", "serbian", "spanish", "swedish", "tamil", "turkish", "yiddish",
+)
+
+
+def search_config_name(language: str) -> str:
+    """The text search configuration of ``language`` (one of ``SEARCH_LANGUAGES``), as SQL knows it."""
+    if language not in SEARCH_LANGUAGES:
+        raise ValueError(f"unknown text search language {language!r}")
+    return f"quarry_{language}"
+
+
+DEFAULT_SEARCH_CONFIG = search_config_name(DEFAULT_SEARCH_LANGUAGE)
+
+
+def tenant_config_sql(tenant_param: str = "%(tenant)s") -> str:
+    """SQL for the tenant's text search configuration (its statistics row's; the default before it
+    has one). Read in the statement that uses it, so it always matches the chunks that statement sees."""
+    return (
+        f"coalesce((SELECT s.search_config FROM knowledge_corpusstat s WHERE s.tenant_id = {tenant_param}), "
+        f"'{DEFAULT_SEARCH_CONFIG}'::regconfig)"
+    )
+
+
+class RegConfigField(models.CharField):
+    """A PostgreSQL ``regconfig`` (a text search configuration, stored as its OID, read back as its name).
+
+    What ``to_tsvector`` takes in a generated column: the configuration is part of the row, so a
+    tenant's chunks can be re-tokenized by changing it. Values are configuration names."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("max_length", 63)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def db_type(self, connection: object) -> str:
+        return "regconfig"
+
+    def cast_db_type(self, connection: object) -> str:
+        return "regconfig"
+
+
+def indexed_text(*fields: str) -> Func:
+    """The text of ``fields`` as the index tokenizes it: joined by spaces, CJK runs as bigrams.
+    Queries pass their text through the same SQL function, so both sides split alike."""
+    parts: list[object] = []
+    for name in fields:
+        if parts:
+            parts.append(Value(" "))
+        parts.append(Coalesce(F(name), Value("")))
+    joined = Func(*parts, template="(%(expressions)s)", arg_joiner=" || ", output_field=models.TextField())
+    return Func(joined, function="quarry_search_text", output_field=models.TextField())
 
 
 class DocumentStatus(models.TextChoices):
@@ -197,8 +255,11 @@ class Chunk(models.Model):
     # double precision[], L2-normalized on write so cosine similarity is a dot product.
     embedding = ArrayField(models.FloatField(), null=True, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
+    # The tenant's configuration when the chunk was written; a language change rewrites all of a
+    # tenant's chunks in one transaction (knowledge.services.text_search), so they never mix two.
+    search_config = RegConfigField(default=DEFAULT_SEARCH_CONFIG, db_default=DEFAULT_SEARCH_CONFIG)
     search_vector = models.GeneratedField(
-        expression=SearchVector("title", "text", config=TEXT_SEARCH_CONFIG),
+        expression=Func(F("search_config"), indexed_text("title", "text"), function="to_tsvector", output_field=SearchVectorField()),
         output_field=SearchVectorField(),
         db_persist=True,
     )
@@ -303,6 +364,30 @@ class CorpusStat(models.Model):
     tenant = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, primary_key=True, related_name="+")
     chunk_count = models.BigIntegerField(default=0)
     token_count = models.BigIntegerField(default=0)
+    # The text search configuration of all the tenant's chunks, which its queries tokenize with.
+    # Ingests hold this row FOR KEY SHARE while they write chunks with it, and a language change
+    # FOR UPDATE while it rewrites them: every statement sees one configuration, old or new.
+    search_config = RegConfigField(default=DEFAULT_SEARCH_CONFIG, db_default=DEFAULT_SEARCH_CONFIG)
+
+
+class SearchLanguage(models.Model):
+    """The text search language a tenant asked for (stemming and stop words of its documents).
+
+    ``language`` is the request; ``CorpusStat.search_config`` is what the index uses now. They
+    differ while the background re-index runs (``knowledge.tasks.apply_search_language``), and
+    search keeps using the old one until the new index is complete.
+    """
+
+    tenant = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    language = models.CharField(
+        max_length=32, choices=[(name, name.capitalize()) for name in SEARCH_LANGUAGES], default=DEFAULT_SEARCH_LANGUAGE,
+    )
+    requested_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)  # when the index last switched to ``language``
+    error = models.TextField(blank=True)  # the last re-index's failure ("" once one succeeds)
+
+    def __str__(self) -> str:
+        return self.language
 
 
 class IndexRebuild(models.Model):

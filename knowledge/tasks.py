@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from knowledge.services import graphing, index_health, indexing, processing, reclaim
+from knowledge.services import graphing, index_health, indexing, processing, reclaim, text_search
 
 
 def process_document(document_pk: int) -> str:
@@ -18,13 +18,22 @@ def process_document(document_pk: int) -> str:
 
 def reclaim_documents() -> dict[str, int]:
     """Every minute (a ``Schedule``): re-queue or fail documents whose worker stopped,
-    and re-queue the indexer for any tenant whose backlog is not being worked on."""
-    return {**asdict(reclaim.documents_reclaim()), "backlogs_queued": indexing.backlogs_reclaim()}
+    and re-queue the indexer for any tenant whose backlog is not being worked on, and the
+    re-index of any tenant whose text search language was not applied."""
+    return {
+        **asdict(reclaim.documents_reclaim()), "backlogs_queued": indexing.backlogs_reclaim(),
+        "languages_queued": text_search.search_languages_reclaim(),
+    }
 
 
 def index_backlog(namespace: str) -> int:
     """Index a tenant's backlog (postings, HNSW) for up to a minute; returns chunks indexed."""
     return indexing.backlog_index(namespace=namespace, seconds=indexing.TASK_SECONDS)
+
+
+def apply_search_language(namespace: str) -> bool:
+    """Re-index a tenant's keyword data in the text search language it asked for; returns whether it changed."""
+    return text_search.search_language_apply(namespace=namespace)
 
 
 def extract_graph_llm(namespace: str) -> int:

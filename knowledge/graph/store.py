@@ -38,6 +38,7 @@ from knowledge.graph.extract import (
     referable,
 )
 from knowledge.graph.llm import LlmSpec, apply_triples
+from knowledge.models import tenant_config_sql
 
 # pg_advisory_xact_lock(GRAPH_LOCK, tenant id): one graph writer per tenant at a time.
 GRAPH_LOCK = 0x47524150
@@ -280,16 +281,16 @@ class GraphWriter:
         forms = sorted({form for key, d in names.items() for form in (key, d.name) if form})
         # One index scan for all of them: the names' word sets OR-ed into one tsquery.
         self.cursor.execute(
-            """
+            f"""
             WITH q AS (
                 SELECT string_agg('(' || x.q::text || ')', ' | ')::tsquery AS q
-                FROM (SELECT DISTINCT plainto_tsquery('english', f) AS q FROM unnest(%s::text[]) AS f) x
+                FROM (SELECT DISTINCT plainto_tsquery({tenant_config_sql("%s")}, quarry_search_text(f)) AS q FROM unnest(%s::text[]) AS f) x
                 WHERE numnode(x.q) > 0
             )
             SELECT c.id FROM q JOIN knowledge_chunk c ON c.tenant_id = %s AND c.indexed AND c.search_vector @@ q.q
             ORDER BY c.id
             """,
-            [forms, self.tenant_id],
+            [self.tenant_id, forms, self.tenant_id],
         )
         return [row[0] for row in self.cursor.fetchall()]
 

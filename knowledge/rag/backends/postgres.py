@@ -47,6 +47,7 @@ from knowledge.graph.llm import LlmSpec
 from knowledge.graph.search import GraphParams
 from knowledge.graph.store import GraphWriter
 from knowledge.graph.types import GraphLeg, Neighborhood, Picture, Triplet
+from knowledge.models import DEFAULT_SEARCH_CONFIG, search_config_name
 from knowledge.rag.backends import postgres_sql as q
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import NamespaceNotFound
@@ -200,11 +201,12 @@ class PostgresBackend:
         inline = total <= self.inline_index_max_chunks
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
             _plan_for_keyed_writes(cursor)
+            config = self._share_search_config(cursor, tenant_id)
             doc_pks = self._upsert_documents(cursor, tenant_id, ordered)
             pks = list(doc_pks.values())
             old_chunks = self._stats_remove(cursor, tenant_id, pks)
             cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
-            self._copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline)
+            self._copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline, config=config)
             # The chunks hold these vectors now: the cache entries of an earlier, interrupted run go.
             cursor.execute(
                 "DELETE FROM knowledge_embeddingcache e USING knowledge_chunk c "
@@ -234,6 +236,35 @@ class PostgresBackend:
             if isinstance(self.on_graph_indexed, str):
                 self.on_graph_indexed = import_string(self.on_graph_indexed)
             self.on_graph_indexed(namespace)
+
+    def _share_search_config(self, cursor: Any, tenant_id: int) -> int:
+        """The OID of the tenant's text search configuration, held (FOR KEY SHARE) until commit.
+
+        Taken before anything else: a language change (``apply_search_language``) locks the row
+        FOR UPDATE first, so it waits for ingests writing with the old configuration and they
+        wait for it, and no chunk lands with a configuration other than the tenant's. Concurrent
+        ingests do not block each other here (the statistics upsert later is compatible with it).
+        """
+        return self._locked_search_config(cursor, tenant_id, "KEY SHARE")
+
+    def _locked_search_config(self, cursor: Any, tenant_id: int, mode: str) -> int:
+        """Lock the tenant's statistics row ``FOR <mode>`` and return its configuration's OID.
+
+        A tenant without the row gets it first, in the language it asked for (``SearchLanguage``),
+        if any: a tenant that chose French before its first document starts in French."""
+        cursor.execute(
+            f"""
+            INSERT INTO knowledge_corpusstat (tenant_id, chunk_count, token_count, search_config)
+            SELECT %s, 0, 0, coalesce(
+                (SELECT c.oid::regconfig FROM knowledge_searchlanguage l JOIN pg_ts_config c ON c.cfgname = 'quarry_' || l.language
+                 WHERE l.tenant_id = %s LIMIT 1),
+                '{DEFAULT_SEARCH_CONFIG}'::regconfig)
+            ON CONFLICT (tenant_id) DO NOTHING
+            """,
+            [tenant_id, tenant_id],
+        )
+        cursor.execute(f"SELECT search_config::oid FROM knowledge_corpusstat WHERE tenant_id = %s FOR {mode}", [tenant_id])
+        return int(cursor.fetchone()[0])
 
     def _upsert_documents(self, cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument]) -> dict[str, int]:
         """Insert or update every document row in one statement; the upsert locks each row.
@@ -273,10 +304,12 @@ class PostgresBackend:
         return dict(cursor.fetchall())
 
     def _copy_chunks(
-        self, cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument], doc_pks: dict[str, int], *, indexed: bool
+        self, cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument], doc_pks: dict[str, int], *, indexed: bool,
+        config: int,
     ) -> None:
+        """Insert the chunks; ``config`` is the OID of their text search configuration (regconfig's binary form)."""
         columns = ("tenant_id, document_id, chunk_id, ordinal, text, title, uri, metadata, start_char, end_char, "
-                   "content_hash, embedding, embedding_model, indexed")
+                   "content_hash, embedding, embedding_model, indexed, search_config")
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper: COPY is the fast path for bulk rows
         # Binary COPY, with vectors packed by numpy: formatting 384 floats as text took ~0.15 ms
         # a chunk (and psycopg's generic list dumper ~0.7 ms), most of the client's ingest time.
@@ -290,6 +323,7 @@ class PostgresBackend:
                     copy.write_row((
                         tenant_id, doc_pk, c.chunk_id, c.ordinal, c.text, title, uri, metadata, c.start_char, c.end_char,
                         c.content_hash, None if c.embedding is None else _pack_vector(c.embedding), c.embedding_model or "", indexed,
+                        config,
                     ))
 
     def _stats_add(self, cursor: Any, tenant_id: int, doc_pks: list[int]) -> None:
@@ -376,15 +410,57 @@ class PostgresBackend:
         """Recompute the namespace's BM25 statistics from its chunks (repair or after an upgrade)."""
         tenant_id = self._tenant_id(namespace)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
-            cursor.execute("DELETE FROM knowledge_termstat WHERE tenant_id = %s", [tenant_id])
-            cursor.execute("DELETE FROM knowledge_corpusstat WHERE tenant_id = %s", [tenant_id])
-            cursor.execute("DELETE FROM knowledge_posting WHERE tenant_id = %s", [tenant_id])
-            cursor.execute("SELECT DISTINCT document_id FROM knowledge_chunk WHERE tenant_id = %s", [tenant_id])
-            pks = [row[0] for row in cursor.fetchall()]
-            self._stats_add(cursor, tenant_id, pks)
-            self._post(cursor, tenant_id, "c.tenant_id = %s", [tenant_id])
-            cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE tenant_id = %s AND NOT indexed", [tenant_id])
+            self._lock_search_config(cursor, tenant_id)
+            self._rebuild_keyword_index(cursor, tenant_id)
             GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm).rebuild()
+
+    def _lock_search_config(self, cursor: Any, tenant_id: int) -> int:
+        """Lock the tenant's statistics row FOR UPDATE: no ingest or deletion of the tenant runs
+        until commit. Returns its text search configuration's OID."""
+        return self._locked_search_config(cursor, tenant_id, "UPDATE")
+
+    def _rebuild_keyword_index(self, cursor: Any, tenant_id: int) -> None:
+        """Recompute the tenant's term statistics and postings from its tsvectors, and mark every
+        chunk indexed (the caller holds the statistics row FOR UPDATE)."""
+        cursor.execute("DELETE FROM knowledge_termstat WHERE tenant_id = %s", [tenant_id])
+        cursor.execute("UPDATE knowledge_corpusstat SET chunk_count = 0, token_count = 0 WHERE tenant_id = %s", [tenant_id])
+        cursor.execute("DELETE FROM knowledge_posting WHERE tenant_id = %s", [tenant_id])
+        cursor.execute("SELECT DISTINCT document_id FROM knowledge_chunk WHERE tenant_id = %s", [tenant_id])
+        pks = [row[0] for row in cursor.fetchall()]
+        self._stats_add(cursor, tenant_id, pks)
+        self._post(cursor, tenant_id, "c.tenant_id = %s", [tenant_id])
+        cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE tenant_id = %s AND NOT indexed", [tenant_id])
+
+    def search_config(self, namespace: str) -> str:
+        """The name of the text search configuration the namespace's index and queries use now."""
+        tenant_id = self._tenant_id(namespace)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(f"SELECT ({q.tenant_config_sql('%s')})::text", [tenant_id])
+            return str(cursor.fetchone()[0]).rsplit(".", 1)[-1]
+
+    def apply_search_language(self, namespace: str, language: str) -> bool:
+        """Re-tokenize all of the namespace's chunks with ``language``'s configuration, in one transaction.
+
+        The chunks' tsvectors, the term statistics, the postings and the configuration queries use
+        change together at commit: until then every search sees the old index, complete, and after
+        it the new one (MVCC), never a mix. Ingests and deletions of the tenant wait for the commit
+        (they take the statistics row this locks first); other tenants are not touched. Returns
+        False when the index already uses ``language``. The caller runs it in the background: it
+        costs about what re-ingesting the tenant's chunks without embedding them costs.
+        """
+        config = search_config_name(language)
+        tenant_id = self._tenant_id(namespace)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            current = self._lock_search_config(cursor, tenant_id)
+            cursor.execute("SELECT %s::regconfig::oid", [config])
+            wanted = int(cursor.fetchone()[0])
+            if current == wanted:
+                return False
+            _plan_for_keyed_writes(cursor)
+            cursor.execute("UPDATE knowledge_chunk SET search_config = %s::oid::regconfig WHERE tenant_id = %s", [wanted, tenant_id])
+            cursor.execute("UPDATE knowledge_corpusstat SET search_config = %s::oid::regconfig WHERE tenant_id = %s", [wanted, tenant_id])
+            self._rebuild_keyword_index(cursor, tenant_id)
+        return True
 
     def rebuild_graph(self, namespace: str, *, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Recompute the namespace's knowledge graph from its indexed chunks, in one transaction;
@@ -439,6 +515,8 @@ class PostgresBackend:
         tenant_id = self._tenant_id(namespace)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
             _plan_for_keyed_writes(cursor)
+            # First, as in an ingest: a language change holding it must not wait for our chunk locks.
+            self._share_search_config(cursor, tenant_id)
             cursor.execute(
                 "SELECT id, external_id FROM knowledge_document WHERE tenant_id = %s AND external_id = ANY(%s) "
                 "ORDER BY external_id FOR UPDATE",
@@ -764,7 +842,7 @@ class PostgresBackend:
 
 
 # knowledge_chunk's columns as _copy_chunks sends them; binary COPY needs each exact type.
-_COPY_TYPES = ["int8", "int8", "text", "int4", "text", "text", "text", "jsonb", "int4", "int4", "text", "float8[]", "text", "bool"]
+_COPY_TYPES = ["int8", "int8", "text", "int4", "text", "text", "text", "jsonb", "int4", "int4", "text", "float8[]", "text", "bool", "oid"]
 _FLOAT8_OID = 701
 _FLOAT8_ARRAY_OID = 1022
 _BINARY_FLOAT8 = np.dtype([("length", ">i4"), ("value", ">f8")])

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from knowledge.models import TEXT_SEARCH_CONFIG
+from knowledge.models import tenant_config_sql as tenant_config_sql
 from knowledge.rag.types import FilterValue
 
 # Okapi BM25 defaults, tuned on SciFact's train split (bench/tune_bm25.py; the backend takes others). The postings' stored impact
@@ -85,21 +85,28 @@ def parse_query(text: str) -> ParsedQuery:
 
 
 def keyword_match_sql(parsed: ParsedQuery, alias: str = "c") -> tuple[str, list[object]]:
-    """Extra ``AND`` clauses for phrases and negated words."""
+    """Extra ``AND`` clauses for phrases and negated words.
+
+    Each is tokenized with the chunk's own configuration, as its tsvector was (a tenant's chunks
+    all share one; see ``Chunk.search_config``), and through ``quarry_search_text`` as the index is."""
     clauses: list[str] = []
     params: list[object] = []
-    for phrase in parsed.phrases:
+    phrase = f"phraseto_tsquery({alias}.search_config, quarry_search_text(%s))"
+    words = f"plainto_tsquery({alias}.search_config, quarry_search_text(%s))"
+    for text in parsed.phrases:
         # An all-stop-word phrase gives an empty tsquery, which matches nothing: skip it instead.
-        clauses.append(f"(numnode(phraseto_tsquery('{TEXT_SEARCH_CONFIG}', %s)) = 0 OR {alias}.search_vector @@ phraseto_tsquery('{TEXT_SEARCH_CONFIG}', %s))")
-        params += [phrase, phrase]
+        clauses.append(f"(numnode({phrase}) = 0 OR {alias}.search_vector @@ {phrase})")
+        params += [text, text]
     for word in parsed.negated:
-        clauses.append(f"(numnode(plainto_tsquery('{TEXT_SEARCH_CONFIG}', %s)) = 0 OR NOT {alias}.search_vector @@ plainto_tsquery('{TEXT_SEARCH_CONFIG}', %s))")
+        clauses.append(f"(numnode({words}) = 0 OR NOT {alias}.search_vector @@ {words})")
         params += [word, word]
     return ("".join(f" AND {c}" for c in clauses), params)
 
 
 # The query's lexemes with their IDF, and an OR-tsquery over them (built from
 # lexemes already normalized, hence the 'simple' configuration, which only lowercases).
+# The query text is tokenized exactly as chunks are: the tenant's configuration over
+# ``quarry_search_text`` (see knowledge.models).
 # MATERIALIZED: computed once, not once per candidate chunk.
 #
 # Document length is the number of distinct lexemes, length(search_vector): it is
@@ -107,7 +114,7 @@ def keyword_match_sql(parsed: ParsedQuery, alias: str = "c") -> tuple[str, list[
 # ranks as well as the token count (see the closing note of the search issue).
 KEYWORD_PRELUDE = f"""
 qterms AS MATERIALIZED (
-    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('{TEXT_SEARCH_CONFIG}', %(kw_text)s))) AS lexeme
+    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector({tenant_config_sql()}, quarry_search_text(%(kw_text)s)))) AS lexeme
 ),
 corpus AS MATERIALIZED (
     SELECT greatest(coalesce(max(chunk_count), 0), 1)::float8 AS n,
