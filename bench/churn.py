@@ -42,7 +42,9 @@ from typing import Any
 import numpy as np
 from _common import ROOT, emit, index_perturbed_corpus, setup_django, summary
 
-MUSIQUE = ROOT.parent / "shared" / "data" / "musique"
+# ../shared beside a clone, or beside the folder of worktrees (as bench/_common.py finds SciFact).
+MUSIQUE = next((p for p in (ROOT.parent / "shared" / "data" / "musique", ROOT.parent.parent / "shared" / "data" / "musique")
+                if p.exists()), ROOT.parent / "shared" / "data" / "musique")
 
 
 def main() -> None:
