@@ -132,8 +132,13 @@ class _Deaccent(dict[int, str]):
 _DEACCENT = _Deaccent({i: chr(i) for i in range(128)})
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
 def deaccent(text: str) -> str:
-    return text if text.isascii() else text.translate(_DEACCENT)
+    """``text`` with every letter in its base form; ASCII as it is (only the other runs go through the
+    table: ``str.translate`` with a mapping calls it for every character, 0.5 ms for a chunk)."""
+    return text if text.isascii() else _NON_ASCII.sub(lambda m: m.group().translate(_DEACCENT), text)
 
 
 @functools.lru_cache(maxsize=65536)
