@@ -25,6 +25,7 @@ def main() -> None:
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--grid", default="{}", help="JSON object: GraphParams field -> list of values (all combinations)")
     parser.add_argument("--queries", default="queries.jsonl")
+    parser.add_argument("--qrels", default="qrels.tsv", help="judgements in the folder (e.g. SciFact's qrels_train.tsv with queries_all.jsonl)")
     args = parser.parse_args()
     setup_django()
     from asgiref.sync import async_to_sync
@@ -34,7 +35,7 @@ def main() -> None:
     from knowledge.graph.search import GraphParams
     from knowledge.rag.backends.postgres import PostgresBackend
 
-    qrels = read_qrels(args.folder / "qrels.tsv")
+    qrels = read_qrels(args.folder / args.qrels)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(args.folder / args.queries) if str(q["_id"]) in qrels]
     embedder = rag.default_embedder()
     vectors = async_to_sync(embedder.embed)([t for _, t in queries], kind="query")  # type: ignore[union-attr]

@@ -15,8 +15,9 @@ from django.db import connection, connections, transaction
 
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.graph.extract import Gazetteer, extract, normalize, own_names
-from knowledge.graph.search import query_names
+from knowledge.graph.extract import Gazetteer, extract, may_reference, normalize, own_names
+from knowledge.graph.search import GraphParams, fuse, query_names
+from knowledge.graph.types import GraphCandidate
 from knowledge.models import Chunk, Entity, Mention, Relation
 from knowledge.rag import RAGDocument
 from knowledge.rag.backends.postgres import PostgresBackend
@@ -86,6 +87,30 @@ def test_query_names_are_its_word_ngrams_capitalized_where_one_word() -> None:
     assert "performed" in {key for key, _, _ in query_names("who performed hello love")}  # no capitals at all: any word
 
 
+def test_may_reference_is_false_only_where_no_name_of_the_gazetteer_occurs() -> None:
+    names = gazetteer("Hank Snow", "Tennessee")
+    assert may_reference("He moved to Nashville, Tennessee, in 1949.", names)
+    assert may_reference("HANK  snow\nrecorded there.", names)  # as references match: case, spacing
+    assert not may_reference("Snow fell on Hank's farm in Nashville.", names)  # the words, not the name
+    assert not may_reference("Tennessee", gazetteer())
+
+
+def test_fusion_places_the_graphs_best_after_hybrids_first_hits_and_keeps_hybrids_order() -> None:
+    hybrid = [(f"h{i}", 1 / (61 + i)) for i in range(8)]
+    graph = [GraphCandidate("g1", 0.05, ("A",)), GraphCandidate("h6", 0.03, ("B",)), GraphCandidate("g2", 0.04, ("C",))]
+    params = GraphParams(admit=2, insert_after=3, agreement=3.0)
+    fused = fuse(hybrid, graph, params)
+    # h6 is reached by both: 0.03 + 3 * 1/67 beats g2's 0.04; g2 is not admitted, h6 moves up.
+    assert [cid for cid, _, _ in fused] == ["h0", "h1", "h2", "h6", "g1", "h3", "h4", "h5", "h7"]
+    scores = [score for _, score, _ in fused]
+    assert scores == sorted(scores, reverse=True) and fused[3][1] == fused[5][1] == hybrid[3][1]
+    assert {cid for cid, _, found in fused if found is not None} == {"h6", "g1"}
+    # Without agreement the graph's own order decides; with nothing to place, hybrid stays as it was.
+    assert [cid for cid, _, c in fuse(hybrid, graph, GraphParams(admit=2, insert_after=3, agreement=0.0)) if c] == ["g1", "g2"]
+    assert [cid for cid, _, _ in fuse(hybrid, [], params)] == [cid for cid, _ in hybrid]
+    assert [cid for cid, _, _ in fuse([], graph, params)] == ["g1", "g2"]  # no hybrid list: no agreement either
+
+
 # --- consistency: the graph equals a rebuild ----------------------------------------------------
 
 # Titles that name each other, so references cross documents in every direction.
@@ -98,8 +123,8 @@ ARTICLES = {
 }
 
 
-# The graph leg as small corpora need it: one seed, only it protected, every candidate counts.
-LOOSE = {"seeds": 1, "protect": 1, "min_activation": 0.0, "rank_k": 60}
+# The graph leg as small corpora need it: one seed, only it protected and ahead of the graph, every candidate counts.
+LOOSE = {"seeds": 1, "protect": 1, "min_activation": 0.0, "insert_after": 1, "admit": 5}
 
 
 def doc(key: str, text: str | None = None, title: str | None = None) -> RAGDocument:

@@ -34,6 +34,7 @@ from knowledge.graph.extract import (
     Found,
     Gazetteer,
     extract,
+    may_reference,
     own_names,
     referable,
 )
@@ -246,7 +247,7 @@ class GraphWriter:
                 "ON CONFLICT (tenant_id) DO UPDATE SET gazetteer_version = knowledge_graphstat.gazetteer_version + 1",
                 [self.tenant_id],
             )
-            affected = [pk for pk in self._chunks_naming(changed) if pk not in self.indexed]
+            affected = self._naming(changed, [pk for pk in self._chunks_naming(changed) if pk not in self.indexed])
             if affected:
                 # Their own definitions do not change, so this settles without another round.
                 self.remove(affected)
@@ -271,6 +272,22 @@ class GraphWriter:
             )
             self.touched.clear()
         self.defined.clear()
+
+    def _naming(self, names: Mapping[str, _Defined], chunk_pks: Sequence[int]) -> list[int]:
+        """Those of ``chunk_pks`` whose text holds one of ``names`` as references are matched.
+
+        The full-text index's candidates are a superset (any order, stemmed words); a chunk
+        without any of the names extracts exactly as before, so re-extracting it (delete, extract,
+        write back the same rows) would be work for nothing.
+        """
+        if not chunk_pks:
+            return []
+        lookup = Gazetteer({key: (d.name, "entity") for key, d in names.items()})
+        self.cursor.execute(
+            "SELECT c.id, c.text FROM knowledge_chunk c WHERE c.tenant_id = %s AND c.id = ANY(%s) ORDER BY c.id",
+            [self.tenant_id, list(chunk_pks)],
+        )
+        return [pk for pk, text in self.cursor.fetchall() if may_reference(text, lookup)]
 
     def _chunks_naming(self, names: Mapping[str, _Defined]) -> list[int]:
         """Indexed chunks whose text may contain one of ``names`` (a superset: extraction decides).

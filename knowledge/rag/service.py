@@ -316,8 +316,9 @@ class RAGService:
     ) -> GraphSearchResult:
         """Hybrid search whose fusion adds the knowledge graph's ranked chunks as a third list.
 
-        Seeds are the top hybrid hits and the entities the query names; hits the graph leg
-        ranked carry ``graph_score`` and ``graph_path`` (the entity names that led to them).
+        Seeds are the top hybrid hits and the entities the query names; the graph list's best
+        take places below hybrid's first hits (``knowledge.graph.search.fuse``), and hits the
+        graph leg placed carry ``graph_score`` and ``graph_path`` (the entity names that led to them).
         The result also says what the leg went through (``leg.nodes``, ``leg.relations``).
         Needs an embedder (hybrid search) and a backend with a graph (``ConfigurationError`` otherwise).
         """

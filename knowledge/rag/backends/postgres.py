@@ -684,10 +684,9 @@ class PostgresBackend:
         tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
         if tenant_id is None:
             return GraphSearchResult([], GraphLeg())
-        # The hybrid list twice as deep as the page (and the protected top), unfiltered by score: fusion
-        # decides the page. Deeper hybrid ranks add little to a graph candidate's fused score (the graph
-        # list's first ranks weigh far more, rank_k 5), and returning them costs a row of text each.
-        depth = min(100, 2 * max(query.limit, self.graph.protect, self.graph.seeds))
+        # The hybrid list as deep as the graph's fusion reads it (its RRF scores down to rank 100 are the
+        # agreement evidence, see GraphParams), unfiltered by score: fusion decides the page.
+        depth = min(100, max(query.limit, self.graph.protect, self.graph.seeds, self.graph.hybrid_depth))
         hybrid = self._search(dataclasses.replace(query, graph=False, limit=depth, min_score=None))
         where, params = self._where(query)
         dimension = self._dimension(query)
@@ -697,23 +696,16 @@ class PostgresBackend:
                 where=where, where_params=params, vector=query.vector, model=query.embedding_model or "", dimension=dimension,
             )
             known = {h.chunk.chunk_id: h for h in hybrid}
-            missing = [c.chunk_id for c in leg.candidates if c.chunk_id not in known]
+            fused = graph_sql.fuse([(h.chunk.chunk_id, float(h.rrf_score or 0.0)) for h in hybrid], leg.candidates, self.graph)
+            missing = [cid for cid, _, found in fused if found is not None and cid not in known]
             extra = self._rows_by_id(cursor, tenant_id, missing, query, dimension) if missing else {}
-        fused: dict[str, float] = {h.chunk.chunk_id: float(h.rrf_score or 0.0) for h in hybrid}
-        order = {h.chunk.chunk_id: n for n, h in enumerate(hybrid)}
-        by_graph = {}
-        for rank, candidate in enumerate(leg.candidates, start=1):
-            if candidate.chunk_id in known or candidate.chunk_id in extra:
-                fused[candidate.chunk_id] = fused.get(candidate.chunk_id, 0.0) + self.graph.weight / (self.graph.rank_k + rank)
-                by_graph[candidate.chunk_id] = candidate
-        ranked = sorted(fused, key=lambda cid: (-fused[cid], order.get(cid, len(order)), cid))
         hits: list[RAGHit] = []
-        for cid in ranked:
-            score = fused[cid]
+        for cid, score, found in fused:
             if query.min_score is not None and score < query.min_score:
                 continue
-            base = known.get(cid) or extra[cid]
-            found = by_graph.get(cid)
+            base = known.get(cid) or extra.get(cid)
+            if base is None:
+                continue  # a candidate whose row went away meanwhile
             hits.append(dataclasses.replace(
                 base, score=score, rrf_score=score, rrf_rank=len(hits) + 1,
                 graph_score=found.score if found else None, graph_path=found.path if found else None,
