@@ -197,3 +197,12 @@ def test_openapi_documents_the_fusion_fields(db: None) -> None:
     out = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     hit_ref = schema["components"]["schemas"][out]["properties"]["hits"]["items"]["$ref"].rsplit("/", 1)[1]
     assert {"keyword_norm", "semantic_norm", "rrf_rank", "semantic_similarity"} <= set(schema["components"]["schemas"][hit_ref]["properties"])
+
+
+def test_chat_retrieval_passes_the_fusion_on(indexed: World, settings: object) -> None:
+    from chat.pipeline import retrieve
+
+    settings.QUARRY_EMBEDDER = {"CLASS": "tests.test_fusion.TableEmbedder"}  # type: ignore[attr-defined]
+    by_rrf, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY)
+    by_score, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, fusion="score", fusion_weight=1.5)
+    assert by_rrf[0].chunk.document_id == "strong" and by_score[0].chunk.document_id == "dense"
