@@ -47,7 +47,7 @@ class Command(BaseCommand):
             chosen = tuple(rag.Fusion.parse(f.strip()) for f in fusions.split(",") if f.strip())
             weight = None if fusion_weight is None else rag.types.check_fusion_weight(fusion_weight)
         except rag.RAGValidationError as exc:
-            raise CommandError(f"--{exc.field.replace('_', '-')}: {exc.message}") from None
+            raise CommandError(f"{'--fusions' if exc.field == 'fusion' else '--fusion-weight'}: {exc.message}") from None
         if not chosen:
             raise CommandError("--fusions: name at least one of rrf, score")
         found, _ = tenant_create(slug=tenant)
