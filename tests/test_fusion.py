@@ -206,3 +206,14 @@ def test_chat_retrieval_passes_the_fusion_on(indexed: World, settings: object) -
     by_rrf, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY)
     by_score, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, fusion="score", fusion_weight=1.5)
     assert by_rrf[0].chunk.document_id == "strong" and by_score[0].chunk.document_id == "dense"
+
+
+def test_agent_and_mcp_hit_details_carry_the_fused_parts_only_under_score_fusion() -> None:
+    from chat.agent.tools import hit_details
+
+    svc = rag.memory(TableEmbedder(), namespace="acme")
+    async_to_sync(svc.ingest)(DOCUMENTS)
+    (scored,) = async_to_sync(svc.search)(QUERY, limit=1, fusion="score", fusion_weight=1.5)
+    assert hit_details(scored)["semantic_norm"] == 1.0 and hit_details(scored)["keyword_norm"] == 0.0
+    (ranked,) = async_to_sync(svc.search)(QUERY, limit=1)
+    assert "keyword_norm" not in hit_details(ranked) and hit_details(ranked)["rrf_rank"] == 1
