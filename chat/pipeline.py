@@ -65,9 +65,12 @@ def _error(code: str) -> ErrorEvent:
     return {"event": "error", "data": {"error": code, "detail": ERRORS[code]}}
 
 
-async def retrieve(*, tenant: Any, prompt: str, graph: bool = False) -> tuple[list[rag.RAGHit], GraphSearchDiagnostics | None]:
+async def retrieve(
+    *, tenant: Any, prompt: str, graph: bool = False, fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
+) -> tuple[list[rag.RAGHit], GraphSearchDiagnostics | None]:
     """The tenant's chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``,
-    and the graph diagnostic when ``graph`` was asked for (None otherwise).
+    and the graph diagnostic when ``graph`` was asked for (None otherwise). ``fusion`` /
+    ``fusion_weight``: hybrid search's fusion (None: the configured default; the graph leg fuses by RRF).
 
     Hybrid search when an embedder is configured (keyword search when it is not,
     or when it fails), with the knowledge graph's leg fused in when ``graph``. A
@@ -86,7 +89,8 @@ async def retrieve(*, tenant: Any, prompt: str, graph: bool = False) -> tuple[li
                 result = await service.graph_search(prompt, limit=limit)
                 hits = result.hits
             else:
-                hits = await service.search(prompt, mode=mode, limit=limit)
+                fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}
+                hits = await service.search(prompt, mode=mode, limit=limit, **fused)
         except rag.EmbedderError as exc:
             logger.warning("chat retrieval: the embedder failed (%s); answering from keyword search", type(exc).__name__)
             hits, result = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit), None
@@ -128,6 +132,8 @@ async def answer_stream(
     prompt: str,
     template: str = "default",
     graph_search: bool | None = None,
+    fusion: rag.Fusion | str | None = None,
+    fusion_weight: float | None = None,
 ) -> AsyncIterator[ChatEvent]:
     """Answer ``prompt`` in ``session``, as events (see ``chat.events``).
 
@@ -142,7 +148,7 @@ async def answer_stream(
     tenant = session.tenant if ChatSession.tenant.is_cached(session) else await db_step(lambda: session.tenant)
     wants_graph = settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search
     try:
-        hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph))
+        hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight)
     except RetrievalFailed as exc:
         logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
         yield _error("retrieval_unavailable")
@@ -236,12 +242,14 @@ async def answer_stream(
 
 
 async def answer(
-    *, session: ChatSession, prompt: str, template: str = "default", graph_search: bool | None = None
+    *, session: ChatSession, prompt: str, template: str = "default", graph_search: bool | None = None,
+    fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
 ) -> ChatResponse:
     """``answer_stream`` collected into the JSON response; raises ``ChatFailed`` on an ``error`` event."""
     parts: list[str] = []
     completed: CompletedData | None = None
-    async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search)) as events:
+    async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search,
+                                      fusion=fusion, fusion_weight=fusion_weight)) as events:
         async for event in events:
             if event["event"] == "text_delta":
                 parts.append(event["data"]["text"])

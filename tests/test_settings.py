@@ -111,6 +111,16 @@ def test_embedding_variables_become_the_embedder_setting() -> None:
     assert run(QUARRY_EMBEDDING_MODEL="ollama/nomic-embed-text", QUARRY_EMBEDDING_DIMENSION="768", QUARRY_EMBEDDING_BATCH_SIZE="8") == (
         "{'CLASS': 'knowledge.rag.embedding.LiteLLMEmbedder', 'OPTIONS': {'model': 'ollama/nomic-embed-text', 'dimension': 768, 'batch_size': 8}}"
     )
+    assert run(QUARRY_EMBEDDING_MODEL="bge-small") == "{'CLASS': 'knowledge.rag.embedding.BgeSmallEmbedder', 'OPTIONS': {}}"
+    assert run(QUARRY_EMBEDDING_MODEL="bge-small", QUARRY_EMBEDDING_QUERY_PREFIX="q: ") == (
+        "{'CLASS': 'knowledge.rag.embedding.BgeSmallEmbedder', 'OPTIONS': {'query_prefix': 'q: '}}"
+    )
+
+
+def test_the_hybrid_fusion_setting_is_checked() -> None:
+    result = import_settings(DEBUG="1", QUARRY_HYBRID_FUSION="borda")
+    assert result.returncode != 0
+    assert "QUARRY_HYBRID_FUSION must be 'rrf' or 'score', got 'borda'" in result.stderr
 
 
 def test_the_development_file_fills_in_only_when_debug_and_secret_key_are_unset(tmp_path) -> None:  # type: ignore[no-untyped-def]

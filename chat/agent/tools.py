@@ -243,7 +243,7 @@ class Found:
     details: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-_HIT_DETAILS = ("rrf_score", "rrf_rank", "semantic_similarity", "keyword_score", "graph_score", "graph_path")
+_HIT_DETAILS = ("rrf_score", "rrf_rank", "semantic_similarity", "keyword_score", "keyword_norm", "semantic_norm", "graph_score", "graph_path")
 
 
 def hit_details(hit: rag.RAGHit) -> dict[str, Any]:

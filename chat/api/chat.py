@@ -15,7 +15,7 @@ from typing import Any, get_args, get_type_hints
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -30,7 +30,9 @@ from chat.prompting import greeting
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
 from config.db import db_step
-from config.serializers import ClosedSerializer, StrictBooleanField, TenantField
+from config.serializers import ClosedSerializer, StrictBooleanField, StrictFloatField, TenantField
+from knowledge import rag
+from knowledge.rag.types import MAX_FUSION_WEIGHT
 from config.typed_serializers import typed_json_schema, typed_serializer
 
 NO_STORE = "no-store"
@@ -114,6 +116,22 @@ class ChatCompletionInputSerializer(ClosedInputSerializer):
                   "hybrid retrieval (passages reached through the entities of the question and its top passages, each "
                   "citation saying its graph_path) and a `graph_search` diagnostic; false removes both.",
     )
+    fusion = serializers.ChoiceField(
+        choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
+        help_text="How hybrid retrieval merges its keyword and semantic lists: rrf or score (as POST /v1/search). "
+                  "Absent: the server's default. score cannot be combined with graph_search.",
+    )
+    fusion_weight = StrictFloatField(
+        required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
+        help_text="With fusion score: the semantic list's weight (as POST /v1/search).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("fusion") == rag.Fusion.SCORE.value and attrs.get("graph_search"):
+            raise serializers.ValidationError({"fusion": ["graph search fuses by rrf; score fusion cannot be used with it"]})
+        if attrs.get("fusion_weight") is not None and attrs.get("fusion") == rag.Fusion.RRF.value:
+            raise serializers.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
+        return attrs
 
 
 SSE_DESCRIPTION = """\
@@ -176,6 +194,8 @@ class ChatAdmission:
     prompt: str
     stream: bool
     graph_search: bool | None
+    fusion: str | None = None
+    fusion_weight: float | None = None
 
 
 def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
@@ -184,7 +204,8 @@ def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
     v = data.validated_data
     sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal).select_related("tenant")
     session: ChatSession = get_for_tenant(sessions, tenant=ctx.tenant, public_id=v["session_id"])
-    return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"])
+    return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"],
+                         fusion=v["fusion"], fusion_weight=v["fusion_weight"])
 
 
 @serves(ChatCompletionApi)
@@ -193,10 +214,12 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     if admitted.stream:
-        events = answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search)
+        events = answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
+                               fusion=admitted.fusion, fusion_weight=admitted.fusion_weight)
         return sse_response(events)
     try:
-        body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search)
+        body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
+                            fusion=admitted.fusion, fusion_weight=admitted.fusion_weight)
     except ChatFailed as failure:
         return unavailable(failure.error)
     return private(JsonResponse(body))

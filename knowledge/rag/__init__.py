@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 
 from knowledge.rag.chunking import FixedSizeChunker
-from knowledge.rag.embedding import LiteLLMEmbedder, LocalEmbedder
+from knowledge.rag.embedding import BgeSmallEmbedder, LiteLLMEmbedder, LocalEmbedder
 from knowledge.rag.errors import (
     BackendContractError,
     CapacityError,
@@ -39,6 +39,7 @@ from knowledge.rag.errors import (
 )
 from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
 from knowledge.rag.factory import default_embedder, tenant_service
+from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.types import (
     Chunker,
@@ -46,6 +47,7 @@ from knowledge.rag.types import (
     Embedder,
     EmbeddingCache,
     FilterValue,
+    Fusion,
     GraphSearchResult,
     RAGBackend,
     RAGChunk,
@@ -61,7 +63,7 @@ __all__ = [
     "EmbeddingCache", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
-    "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
+    "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 
@@ -88,9 +90,12 @@ def service(
     namespace: Namespace,
     rrf_k: int = 60,
     rerank: bool = False,
+    fusion: Fusion | str = Fusion.RRF,
+    fusion_weight: float = DEFAULT_FUSION_WEIGHT,
 ) -> RAGService:
-    """A service over any backend of the seed's ``RAGBackend`` contract."""
-    return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+    """A service over any backend of the seed's ``RAGBackend`` contract (``fusion``: hybrid search's default, ``Fusion``)."""
+    return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank,
+                      fusion=fusion, fusion_weight=fusion_weight)
 
 
 def postgres(
@@ -106,6 +111,8 @@ def postgres(
     rerank: bool = False,
     inline_index_max_chunks: int | None = None,
     table: str | None = None,
+    fusion: Fusion | str = Fusion.RRF,
+    fusion_weight: float = DEFAULT_FUSION_WEIGHT,
 ) -> RAGService:
     """A service over the Django-model backend; the namespace is a tenant slug.
 
@@ -132,7 +139,7 @@ def postgres(
     backend = PostgresBackend(using, inline_index_max_chunks=inline)
     return service(
         backend, embedder if embedder is not None else positional_embedder, chunker if chunker is not None else positional_chunker,
-        namespace=namespace, rrf_k=rrf_k, rerank=rerank,
+        namespace=namespace, rrf_k=rrf_k, rerank=rerank, fusion=fusion, fusion_weight=fusion_weight,
     )
 
 
@@ -144,11 +151,14 @@ def memory(
     max_chunks: int = 100_000,
     rrf_k: int = 60,
     rerank: bool = False,
+    fusion: Fusion | str = Fusion.RRF,
+    fusion_weight: float = DEFAULT_FUSION_WEIGHT,
 ) -> RAGService:
     """A service over a bounded, process-local backend (tests, demos)."""
     from knowledge.rag.backends.memory import MemoryBackend
 
-    return service(MemoryBackend(max_chunks), embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank)
+    return service(MemoryBackend(max_chunks), embedder, chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank,
+                   fusion=fusion, fusion_weight=fusion_weight)
 
 
 # The seed's ``from harnest.extensions.rag import rag`` names an object whose ``postgres``,

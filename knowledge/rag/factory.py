@@ -92,7 +92,8 @@ def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["defau
     product writes through ``knowledge.services.documents`` instead.
     """
     chosen = default_embedder() if embedder == DEFAULT else embedder
-    return RAGService(backend(), embedder=chosen, chunker=chunker(), namespace=namespace)
+    return RAGService(backend(), embedder=chosen, chunker=chunker(), namespace=namespace,
+                      fusion=settings.QUARRY_HYBRID_FUSION, fusion_weight=settings.QUARRY_HYBRID_FUSION_WEIGHT)
 
 
 @receiver(setting_changed)

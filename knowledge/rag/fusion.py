@@ -19,6 +19,32 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, float
     return [(item, score, position) for position, (item, score) in enumerate(ordered, start=1)]
 
 
+def min_max(scores: Sequence[float]) -> list[float]:
+    """Each score mapped to 0..1 within its list (best 1, worst 0); a list of equal scores maps to 1."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [1.0] * len(scores)
+    return [(s - low) / (high - low) for s in scores]
+
+
+def score_fusion(
+    keyword: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], weight: float
+) -> list[tuple[str, float, float, float]]:
+    """Normalised score fusion of two ``(id, score)`` lists: ``keyword_norm + weight * semantic_norm``.
+
+    Each list is min-max normalised on its own (``min_max``); an id missing from a list
+    gets 0 there. Returns ``(id, fused, keyword_norm, semantic_norm)`` best first; ties
+    keep first-seen order (keyword list first), as ``rrf`` does.
+    """
+    kw = dict(zip((i for i, _ in keyword), min_max([s for _, s in keyword]), strict=True))
+    sem = dict(zip((i for i, _ in semantic), min_max([s for _, s in semantic]), strict=True))
+    ids = list(dict.fromkeys([i for i, _ in keyword] + [i for i, _ in semantic]))
+    fused = [(i, kw.get(i, 0.0) + weight * sem.get(i, 0.0), kw.get(i, 0.0), sem.get(i, 0.0)) for i in ids]
+    return sorted(fused, key=lambda row: -row[1])
+
+
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     if len(a) != len(b):
         return -math.inf

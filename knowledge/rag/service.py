@@ -36,7 +36,9 @@ from knowledge.rag.types import (
     DocumentStore,
     Embedder,
     EmbedKind,
+    DEFAULT_FUSION_WEIGHT,
     Filters,
+    Fusion,
     GraphSearchResult,
     PreparedChunk,
     PreparedDocument,
@@ -48,6 +50,7 @@ from knowledge.rag.types import (
     SearchMode,
     Trigger,
     Vector,
+    check_fusion_weight,
     check_identifier,
     check_limit,
     check_text,
@@ -98,6 +101,8 @@ class RAGService:
         namespace: Namespace,
         rrf_k: int = 60,
         rerank: bool = False,
+        fusion: Fusion | str = Fusion.RRF,
+        fusion_weight: float = DEFAULT_FUSION_WEIGHT,
     ) -> None:
         missing = [name for name in BACKEND_METHODS if not callable(getattr(backend, name, None))]
         if missing:
@@ -117,6 +122,9 @@ class RAGService:
         self._namespace = namespace
         self.rrf_k = rrf_k
         self.rerank = rerank
+        # Hybrid search's fusion when a search names none (Fusion; RAGQuery checks them again per query).
+        self.fusion = Fusion.parse(fusion)
+        self.fusion_weight = check_fusion_weight(fusion_weight)
         self._started = False
         # Learned from the first vectors of an embedder that declares no dimension: every
         # later vector must match it, and it completes the embedder's derived model id.
@@ -248,14 +256,23 @@ class RAGService:
         rrf_k: int | None = None,
         rerank: bool | None = None,
         graph: bool = False,
+        fusion: Fusion | str | None = None,
+        fusion_weight: float | None = None,
     ) -> tuple[RAGHit, ...]:
         """Ranked hits, best first, at most ``limit``, all with ``score >= min_score``.
+
+        ``fusion`` / ``fusion_weight`` choose how hybrid mode merges its legs (``Fusion``;
+        None: the service's own); other modes ignore them.
 
         ``rerank`` (cosine re-ordering of the fused candidates) reaches the backend only
         when it declares ``supports_rerank``; other backends rank as they do. ``graph``:
         hybrid search with the knowledge graph's leg (see ``graph_search``).
         """
+        chosen_fusion = self.fusion if fusion is None else Fusion.parse(fusion)
+        chosen_weight = self.fusion_weight if fusion_weight is None else check_fusion_weight(fusion_weight)
         if graph:
+            if fusion is not None and chosen_fusion is not Fusion.RRF:
+                raise RAGValidationError("fusion", "graph search fuses by rrf; score fusion cannot be used with it")
             if SearchMode.parse(mode) is not SearchMode.HYBRID:
                 raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {SearchMode.parse(mode).value}")
             return tuple((await self.graph_search(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k)).hits)
@@ -278,7 +295,7 @@ class RAGService:
         query = RAGQuery(
             probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
             vector=vector, rrf_k=probe.rrf_k, rerank=wants_rerank and getattr(self.backend, "supports_rerank", False) is True,
-            embedding_model=model_id,
+            embedding_model=model_id, fusion=chosen_fusion, fusion_weight=chosen_weight,
         )
         if not self._started:
             await self.start()

@@ -41,6 +41,41 @@ class SearchMode(str, Enum):
             raise RAGValidationError("mode", f"must be one of keyword, semantic, hybrid; got {value!r}") from None
 
 
+class Fusion(str, Enum):
+    """How hybrid search merges its two ranked lists (each the leg's top ``HYBRID_DEPTH``).
+
+    - ``rrf``: Reciprocal Rank Fusion, ``1/(rrf_k + keyword rank) + 1/(rrf_k + semantic rank)``
+      (ranks only; the default).
+    - ``score``: normalised score fusion, ``keyword_norm + fusion_weight * semantic_norm``, each
+      leg's scores min-max normalised within its own list (best 1, worst 0; a list whose scores are
+      all equal normalises to 1) and 0 for a chunk missing from that list.
+    """
+
+    RRF = "rrf"
+    SCORE = "score"
+
+    @classmethod
+    def parse(cls, value: Fusion | str) -> Fusion:
+        try:
+            return cls(value)
+        except ValueError:
+            raise RAGValidationError("fusion", f"must be one of rrf, score; got {value!r}") from None
+
+
+# The semantic leg's weight in score fusion: chosen on SciFact's train split and MuSiQue (README).
+DEFAULT_FUSION_WEIGHT = 1.5
+MAX_FUSION_WEIGHT = 100.0
+
+
+def check_fusion_weight(value: object) -> float:
+    """A finite number in 0..100 (0: keyword order, semantic only breaks ties among keyword misses)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RAGTypeError("fusion_weight", f"must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_FUSION_WEIGHT:
+        raise RAGValidationError("fusion_weight", f"must be a number between 0 and {MAX_FUSION_WEIGHT:g}, got {value!r}")
+    return float(value)
+
+
 # --- validators -------------------------------------------------------------------
 
 
@@ -272,7 +307,14 @@ class RAGChunk:
 
 @dataclass(frozen=True)
 class RAGHit:
-    """A search result. ``score`` is what the mode ranks by (BM25, cosine or RRF)."""
+    """A search result. ``score`` is what the mode ranks by (BM25, cosine, RRF or the fused score).
+
+    Hybrid hits carry ``rrf_score`` / ``rrf_rank`` (the chunk's RRF score and rank, whichever
+    fusion ordered the page), ``semantic_similarity`` and ``keyword_score`` (None: not in the
+    keyword leg's list). With score fusion they also carry its parts: ``keyword_norm`` and
+    ``semantic_norm`` (0..1; 0 for a chunk missing from that leg's list), so that
+    ``score == keyword_norm + fusion_weight * semantic_norm``; both are None otherwise.
+    """
 
     chunk: RAGChunk
     score: float
@@ -283,6 +325,8 @@ class RAGHit:
     # Set when the graph leg ranked the chunk: its activation, and the entities that led to it.
     graph_score: float | None = None
     graph_path: tuple[str, ...] | None = None
+    keyword_norm: float | None = None
+    semantic_norm: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.chunk, RAGChunk):
@@ -306,6 +350,8 @@ class RAGQuery:
     rerank: bool = False
     embedding_model: str | None = None
     graph: bool = False  # add the graph leg (hybrid mode only)
+    fusion: Fusion = Fusion.RRF  # how hybrid mode merges its legs (Fusion)
+    fusion_weight: float = DEFAULT_FUSION_WEIGHT  # the semantic leg's weight in score fusion
 
     def __post_init__(self) -> None:
         # The seed's bounds in the order of its list (limit, query text, filter fields and
@@ -318,6 +364,11 @@ class RAGQuery:
         object.__setattr__(self, "min_score", check_min_score(self.min_score))
         if isinstance(self.rrf_k, bool) or not isinstance(self.rrf_k, int) or not 1 <= self.rrf_k <= 1000:
             raise RAGValidationError("rrf_k", "must be an integer between 1 and 1000")
+        object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
+        object.__setattr__(self, "fusion_weight", check_fusion_weight(self.fusion_weight))
+        if self.graph and self.fusion is not Fusion.RRF:
+            # The graph leg adds its RRF term to the hybrid list's RRF scores (knowledge.graph).
+            raise RAGValidationError("fusion", "graph search fuses by rrf; score fusion cannot be used with it")
         if self.vector is not None:
             object.__setattr__(self, "vector", check_vector(self.vector))
         elif self.mode is not SearchMode.KEYWORD:

@@ -28,10 +28,14 @@ class Command(BaseCommand):
         parser.add_argument("--queries", default="queries.jsonl", help="Queries file in the folder (e.g. queries_all.jsonl).")
         parser.add_argument("--rerank", action="store_true", help="Hybrid: re-rank fused candidates by cosine similarity.")
         parser.add_argument("--graph", action="store_true", help=f"Also evaluate hybrid search with the graph leg ({GRAPH_MODE}).")
+        parser.add_argument("--fusions", default="rrf,score",
+                            help="Hybrid mode's fusions to evaluate: rrf (reported as hybrid), score (as hybrid+score).")
+        parser.add_argument("--fusion-weight", type=float, default=None,
+                            help="The semantic leg's weight in score fusion (default: QUARRY_HYBRID_FUSION_WEIGHT).")
         parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
 
     def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, queries: str, rerank: bool, graph: bool,
-               json: bool, **options: Any) -> None:
+               fusions: str, fusion_weight: float | None, json: bool, **options: Any) -> None:
         for name in ("corpus.jsonl", queries, qrels):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder / name} not found: a BEIR folder holds corpus.jsonl, queries.jsonl and {qrels}")
@@ -39,6 +43,13 @@ class Command(BaseCommand):
             wanted = [rag.SearchMode.parse(m.strip()) for m in modes.split(",") if m.strip() and m.strip() != GRAPH_MODE]
         except rag.RAGValidationError as exc:
             raise CommandError(f"--modes: {exc.message}") from None
+        try:
+            chosen = tuple(rag.Fusion.parse(f.strip()) for f in fusions.split(",") if f.strip())
+            weight = None if fusion_weight is None else rag.types.check_fusion_weight(fusion_weight)
+        except rag.RAGValidationError as exc:
+            raise CommandError(f"{'--fusions' if exc.field == 'fusion' else '--fusion-weight'}: {exc.message}") from None
+        if not chosen:
+            raise CommandError("--fusions: name at least one of rrf, score")
         found, _ = tenant_create(slug=tenant)
         quiet = json
         corpus = folder / "corpus.jsonl"
@@ -48,8 +59,12 @@ class Command(BaseCommand):
                 ingest_beir_corpus(tenant=found, corpus=corpus, progress=bar.update)
         with tqdm(desc="queries", unit="query", disable=quiet) as bar:
             results = evaluate_modes(tenant=found, folder=folder, modes=wanted, qrels_file=qrels, queries_file=queries,
-                                     progress=bar.update, rerank=rerank, graph=graph)
+                                     progress=bar.update, rerank=rerank, graph=graph,
+                                     fusions=chosen, fusion_weight=weight)
+        service = rag.tenant_service(found.slug)
         report = {"dataset": folder.resolve().name, "tenant": found.slug, "qrels": qrels,
+                  "embedding_model": rag.types.declared_model_id(service.embedder) if service.embedder else None,
+                  "fusion_weight": service.fusion_weight if weight is None else weight,
                   "modes": {mode: r.as_json() for mode, r in results.items()}}
         if json:
             self.stdout.write(_json_dumps(report))

@@ -2,12 +2,14 @@
 
 For tests, demos and embedding Quarry's API in a script. Keyword ranking is
 Okapi BM25 over a simple English tokenizer (lowercase words, stop words
-dropped); semantic ranking is exact cosine; hybrid is RRF of the two.
+dropped); semantic ranking is exact cosine; hybrid is RRF of the two, or their normalised
+score fusion (``RAGQuery.fusion``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -16,9 +18,10 @@ from dataclasses import dataclass
 
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import CapacityError
-from knowledge.rag.fusion import cosine, rrf
+from knowledge.rag.fusion import cosine, rrf, score_fusion
 from knowledge.rag.types import (
     FilterValue,
+    Fusion,
     PreparedDocument,
     RAGChunk,
     RAGHit,
@@ -169,13 +172,20 @@ class MemoryBackend:
             kw = {s.chunk.chunk_id: score for s, score in keyword}
             assert query.vector is not None
             fused = rrf([[s.chunk.chunk_id for s, _ in keyword], [s.chunk.chunk_id for s, _ in semantic]], k=query.rrf_k)
-            for chunk_id, score, rank in fused:
+            rrf_of = {chunk_id: (score, rank) for chunk_id, score, rank in fused}
+            order: list[tuple[str, float, float | None, float | None]] = [(chunk_id, score, None, None) for chunk_id, score, _ in fused]
+            if query.fusion is Fusion.SCORE:
+                order = list(score_fusion([(s.chunk.chunk_id, v) for s, v in keyword], [(s.chunk.chunk_id, v) for s, v in semantic],
+                                          query.fusion_weight))
+            for chunk_id, score, kw_norm, sem_norm in order:
                 s = by_id[chunk_id]
                 similarity = cosine(query.vector, s.vector) if _comparable(s, query) else None
-                hits.append(RAGHit(s.chunk, score, rrf_score=score, rrf_rank=rank, semantic_similarity=similarity, keyword_score=kw.get(chunk_id)))
+                rrf_score, rank = rrf_of[chunk_id]
+                hits.append(RAGHit(s.chunk, score, rrf_score=rrf_score, rrf_rank=rank, semantic_similarity=similarity,
+                                   keyword_score=kw.get(chunk_id), keyword_norm=kw_norm, semantic_norm=sem_norm))
             if query.rerank:
                 hits.sort(key=lambda h: -(h.semantic_similarity if h.semantic_similarity is not None else -2.0))
-                hits = [RAGHit(h.chunk, h.semantic_similarity if h.semantic_similarity is not None else -1.0, h.rrf_score, h.rrf_rank, h.semantic_similarity, h.keyword_score) for h in hits]
+                hits = [dataclasses.replace(h, score=h.semantic_similarity if h.semantic_similarity is not None else -1.0) for h in hits]
         if query.min_score is not None:
             hits = [h for h in hits if h.score >= query.min_score]
         return hits[: query.limit]

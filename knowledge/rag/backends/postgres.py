@@ -51,7 +51,7 @@ from knowledge.models import DEFAULT_SEARCH_CONFIG, search_config_name
 from knowledge.rag.backends import postgres_sql as q
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import NamespaceNotFound
-from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector
+from knowledge.rag.types import Fusion, GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector
 
 
 # The chunks of given documents (document primary keys, already known to be the tenant's).
@@ -788,6 +788,7 @@ class PostgresBackend:
         params: dict[str, Any] = {
             "tenant": tenant_id, "limit": query.limit, "depth": max(self.hybrid_depth, query.limit),
             "min_score": query.min_score, "rrf_k": query.rrf_k, "model": query.embedding_model or "",
+            "fusion_weight": query.fusion_weight,
             "kw_text": parsed.positive, "bm25_k1": self.k1, "bm25_b": self.b,
             # Never fewer postings per term than results wanted: then an unfiltered
             # page can only be short when fewer chunks match at all.
@@ -804,7 +805,8 @@ class PostgresBackend:
         elif query.mode is SearchMode.SEMANTIC:
             sql = q.semantic_search_sql(where_all, dimension, exact=exact_semantic)
         else:
-            sql = q.hybrid_search_sql(where_all, dimension, query.rerank, exact_keyword=exact_keyword, exact_semantic=exact_semantic)
+            sql = q.hybrid_search_sql(where_all, dimension, query.rerank, exact_keyword=exact_keyword, exact_semantic=exact_semantic,
+                                      fusion=query.fusion.value)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
             if dimension is not None and not exact_semantic:
                 # The candidate list must be well above the rows wanted, or recall drops (limit 100 at ef 100: -0.005 nDCG).
@@ -823,13 +825,16 @@ class PostgresBackend:
         elif query.mode is SearchMode.SEMANTIC:
             score = row["score"]
         else:
-            score = row["sim"] if query.rerank else row["rrf"]
+            score = row["sim"] if query.rerank else (row["fused"] if query.fusion is Fusion.SCORE else row["rrf"])
+        by_score = query.mode is SearchMode.HYBRID and query.fusion is Fusion.SCORE
         return RAGHit(
             chunk, float(score),
             rrf_score=float(row["rrf"]) if row.get("rrf") is not None else None,
             rrf_rank=row.get("rrf_rank"),
             semantic_similarity=float(sim) if sim is not None else None,
             keyword_score=float(row["keyword_score"]) if row.get("keyword_score") is not None else None,
+            keyword_norm=float(row["kw_norm"]) if by_score else None,
+            semantic_norm=float(row["sem_norm"]) if by_score else None,
         )
 
 

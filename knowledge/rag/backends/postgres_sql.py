@@ -18,7 +18,7 @@ from knowledge.rag.types import FilterValue
 # uses these; queries score with the backend's own k1 and b.
 BM25_K1 = 0.9
 BM25_B = 0.5
-# Candidates each leg hands to RRF in hybrid mode.
+# Candidates each leg hands to the fusion (RRF or normalised score fusion) in hybrid mode.
 HYBRID_DEPTH = 100
 # Postings read per query term, best impact first (keyword search's fast path).
 POSTINGS_PER_TERM = 1000
@@ -266,27 +266,46 @@ ORDER BY sem.sim DESC, c.id"""
 
 
 def hybrid_search_sql(
-    where: str, dimension: int | None, rerank: bool = False, *, exact_keyword: bool = False, exact_semantic: bool = False
+    where: str, dimension: int | None, rerank: bool = False, *, exact_keyword: bool = False, exact_semantic: bool = False,
+    fusion: str = "rrf",
 ) -> str:
-    """Both legs and their Reciprocal Rank Fusion in one statement (one round trip).
+    """Both legs and their fusion in one statement (one round trip).
 
-    With ``rerank``, the fused candidates are re-ordered by cosine similarity
-    and scored by it (the seed's optional second stage).
+    Every row carries its RRF score and rank (``rrf``, ``rrf_rank``) and the parts of the
+    normalised score fusion (``kw_norm``, ``sem_norm``: each leg's score min-max normalised
+    within that leg's list, 0 when the chunk is not in it; ``fused = kw_norm +
+    %(fusion_weight)s * sem_norm``). ``fusion`` ("rrf" or "score") says which one scores
+    and orders the page; ties fall back to the RRF rank. With ``rerank``, the fused
+    candidates are re-ordered by cosine similarity and scored by it (the seed's optional
+    second stage).
     """
-    score = "sim" if rerank else "rrf"
-    order = "sim DESC NULLS LAST, rrf_rank" if rerank else "rrf_rank"
+    if fusion not in ("rrf", "score"):
+        raise ValueError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
+    fused_order = "rrf_rank" if fusion == "rrf" else "fused DESC, rrf_rank"
+    score = "sim" if rerank else ("rrf" if fusion == "rrf" else "fused")
+    order = f"sim DESC NULLS LAST, {fused_order}" if rerank else fused_order
+    # min-max within each list; a list whose scores are all equal (one row, say) normalises to 1.
+    def norm(column: str) -> str:
+        return (f"coalesce(({column} - min({column}) OVER ()) / nullif(max({column}) OVER () - min({column}) OVER (), 0), 1.0)")
+
     return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth', exact=exact_keyword)}, {semantic_leg_sql(where, 'depth', dimension, exact=exact_semantic)},
-kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r FROM kw),
-sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r FROM sem),
+kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r, {norm("score")} AS norm FROM kw),
+sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r, {norm("sim")} AS norm FROM sem),
 fused AS (
     SELECT coalesce(k.id, s.id) AS id, k.score AS keyword_score, s.sim,
-           coalesce(1.0 / (%(rrf_k)s + k.r), 0) + coalesce(1.0 / (%(rrf_k)s + s.r), 0) AS rrf
+           coalesce(1.0 / (%(rrf_k)s + k.r), 0) + coalesce(1.0 / (%(rrf_k)s + s.r), 0) AS rrf,
+           coalesce(k.norm, 0)::float8 AS kw_norm, coalesce(s.norm, 0)::float8 AS sem_norm
     FROM kw_ranked k FULL OUTER JOIN sem_ranked s ON s.id = k.id
 ),
-ranked AS (SELECT *, row_number() OVER (ORDER BY rrf DESC, id) AS rrf_rank FROM fused)
+ranked AS (
+    SELECT *, kw_norm + %(fusion_weight)s::float8 * sem_norm AS fused,
+           row_number() OVER (ORDER BY rrf DESC, id) AS rrf_rank
+    FROM fused
+)
 SELECT * FROM (
     SELECT {CHUNK_COLUMNS}, r.keyword_score, coalesce(r.sim, {_sim_expr(dimension)}) AS sim, r.rrf,
-           r.rrf_rank::int AS rrf_rank, (SELECT count(*) FROM sem) AS sem_count, (SELECT count(*) FROM kw) AS kw_count
+           r.rrf_rank::int AS rrf_rank, r.kw_norm, r.sem_norm, r.fused,
+           (SELECT count(*) FROM sem) AS sem_count, (SELECT count(*) FROM kw) AS kw_count
     FROM ranked r JOIN knowledge_chunk c ON c.id = r.id JOIN knowledge_document d ON d.id = c.document_id
 ) h
 WHERE {score} IS NOT NULL AND (%(min_score)s::float8 IS NULL OR {score} >= %(min_score)s)
