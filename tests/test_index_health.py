@@ -227,6 +227,8 @@ def test_health_reports_bloat_after_churn_and_the_rebuild_repairs_it() -> None:
     assert hnsw["live_rows"] == 100 and hnsw["method"] == "hnsw" and hnsw["valid"]
     assert hnsw["bloat"] > 5, hnsw  # 1,600 chunks' pages for 100 live ones
     assert hnsw["last_rebuild"] is None
+    # The postings and GIN indexes are measured too, against an estimate until their first rebuild.
+    assert report["posting_term_impact"]["bloat"] is not None and report["chunk_search_vector_gin"]["bloat"] is not None
 
     result = health_json("--reindex", "chunk_embedding_hnsw_384")
     (rebuilt,) = result["rebuilt"]  # type: ignore[misc]
@@ -252,8 +254,16 @@ def test_the_scheduled_repair_rebuilds_only_past_the_bound(settings: object) -> 
     with connection.cursor() as cursor:
         cursor.execute("VACUUM knowledge_chunk")
     settings.QUARRY_INDEX_REBUILD_BLOAT = 3.0  # type: ignore[attr-defined]
-    result = tasks.repair_indexes()
-    assert result["rebuilt"]["index"] == "chunk_embedding_hnsw_384" and result["rebuilt"]["error"] is None  # type: ignore[index]
+    before = {h.name: h for h in index_health.index_health_report()}
+    assert before["chunk_embedding_hnsw_384"].needs_rebuild
+    rebuilt: list[str] = []
+    for _ in range(4):  # one rebuild a run, the worst first, until nothing is due
+        result = tasks.repair_indexes()
+        if result["rebuilt"] is None:
+            break
+        assert result["rebuilt"]["error"] is None, result  # type: ignore[index]
+        rebuilt.append(result["rebuilt"]["index"])  # type: ignore[index]
+    assert set(rebuilt) == {name for name, h in before.items() if h.needs_rebuild} and "chunk_embedding_hnsw_384" in rebuilt
     assert tasks.repair_indexes()["rebuilt"] is None  # repaired: nothing due any more
 
 
