@@ -161,8 +161,11 @@ def test_rest_search_takes_score_fusion_and_returns_its_parts(indexed: World, se
     assert [h["document_id"] for h in body["hits"]] == ["dense", "weak", "strong"]
     top = body["hits"][0]
     assert (top["keyword_norm"], top["semantic_norm"], top["rrf_rank"]) == (0.0, 1.0, 3)
-    rrf = client.post("/v1/search", {"query": QUERY, "limit": 3}, format="json").json()["hits"]
+    rrf = client.post("/v1/search", {"query": QUERY, "fusion": "rrf", "limit": 3}, format="json").json()["hits"]
     assert [h["document_id"] for h in rrf] == ["strong", "weak", "dense"] and "keyword_norm" not in rrf[0]
+    # A request that names no fusion gets the deployment's default, score fusion (QUARRY_HYBRID_FUSION).
+    default = client.post("/v1/search", {"query": QUERY, "limit": 3}, format="json").json()["hits"]
+    assert [h["document_id"] for h in default] == ["dense", "weak", "strong"] and "keyword_norm" in default[0]
 
 
 @pytest.mark.parametrize(
@@ -203,7 +206,7 @@ def test_chat_retrieval_passes_the_fusion_on(indexed: World, settings: object) -
     from chat.pipeline import retrieve
 
     settings.QUARRY_EMBEDDER = {"CLASS": "tests.test_fusion.TableEmbedder"}  # type: ignore[attr-defined]
-    by_rrf, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY)
+    by_rrf, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, fusion="rrf")
     by_score, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, fusion="score", fusion_weight=1.5)
     assert by_rrf[0].chunk.document_id == "strong" and by_score[0].chunk.document_id == "dense"
 

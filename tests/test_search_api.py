@@ -31,7 +31,7 @@ def test_reader_searches_in_hybrid_mode_by_default(indexed: World) -> None:
     hits = response.json()["hits"]
     assert hits[0]["chunk_id"] == "guide:0" and hits[0]["document_id"] == "guide"
     assert set(hits[0]) == {"chunk_id", "document_id", "title", "uri", "text", "metadata", "start_char", "end_char",
-                            "score", "rrf_rank", "semantic_similarity"}
+                            "score", "rrf_rank", "semantic_similarity", "keyword_norm", "semantic_norm"}  # score fusion's parts
     assert hits[0]["rrf_rank"] == 1 and hits[0]["semantic_similarity"] > 0.3
     assert all("Globex" not in h["text"] for h in hits)
 
