@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connections
-from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect
+from playwright.sync_api import BrowserContext, Page, WebSocketRoute, expect
 
 from knowledge import rag
 from tests.conftest import World
@@ -89,14 +89,6 @@ class Watch:
 @pytest.fixture
 def watch() -> Watch:
     return Watch()
-
-
-@pytest.fixture
-def context(browser: Browser, base: str) -> Iterator[BrowserContext]:
-    context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 820})
-    context.set_default_timeout(15_000)
-    yield context
-    context.close()
 
 
 def sign_in(page: Page, username: str = "teammate") -> None:
