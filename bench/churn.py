@@ -110,9 +110,6 @@ def main() -> None:
         async_to_sync(paths["default"].search)(query)
         return (time.perf_counter() - started) * 1000
 
-    def ingest(slug: str) -> float:
-        return _ingest(slug, args.folder)
-
     def child(*worker: str) -> subprocess.Popen[str]:
         """This script as another process (as the workers are): the churn, or B's ingestion."""
         command = [sys.executable, __file__, str(args.folder), "--churn", str(args.churn), "--worker", *worker]
@@ -127,7 +124,7 @@ def main() -> None:
         return found[0] if found else None
 
     slug_a, slug_b = "bench-churn-a", "bench-churn-b"
-    result["a_ingest_s"] = ingest(slug_a)
+    result["a_ingest_s"] = _ingest(slug_a, args.folder)
     result["a_first"] = both(slug_a)
     quiet = [search_once(slug_a, i) for i in range(3 * len(queries))]
     result["a_quiet_latency"] = summary(quiet)
@@ -150,7 +147,7 @@ def main() -> None:
         figures["a_p95_ratio"] = round(summary(during)["p95_ms"] / result["a_quiet_latency"]["p95_ms"], 2) if during else None
         figures["failed_searches"] = len(failures)
         figures["failures"] = failures[:5]
-        figures["b_ingest_s"] = outcome(ingester) if ingester is not None else ingest(slug_b)
+        figures["b_ingest_s"] = outcome(ingester) if ingester is not None else _ingest(slug_b, args.folder)
         figures["hnsw_after_churn"] = hnsw_index()
         figures["b"] = both(slug_b)
         figures["a_again"] = both(slug_a)
