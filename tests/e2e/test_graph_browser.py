@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import BrowserContext, expect
 
 from tests.conftest import World
-from tests.e2e.test_chat_browser import Watch, ask, base, context, ingest, sign_in, watch  # noqa: F401 - fixtures
+from tests.e2e.test_chat_browser import Watch, ask, base, ingest, sign_in, watch  # noqa: F401 - fixtures
 from tests.test_graph import ARTICLES, doc
 
 pytestmark = pytest.mark.django_db(transaction=True)
