@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -29,7 +30,9 @@ from django.utils.safestring import mark_safe
 from accounts.access import editable_tenants
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.models import AuditEvent, Document, DocumentStatus, Entity, IndexRebuild, SearchLanguage
+from knowledge.models import (
+    AuditEvent, CorpusStat, Document, DocumentStatus, EmbeddingMigration, EmbeddingMigrationStatus, Entity, IndexRebuild, SearchLanguage,
+)
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -48,12 +51,13 @@ from knowledge.selectors import (
     chunk_search,
     current_embedding_model,
     document_chunk_rows,
+    tenant_model_subquery,
     document_display,
     document_progress,
     entity_mentions,
     entity_neighbors,
 )
-from knowledge.services import index_health, state, text_search
+from knowledge.services import index_health, reembedding, state, text_search
 
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 CHUNKS_PER_PAGE = 25  # full texts: ~50,000 characters a page with the default chunker
@@ -179,17 +183,24 @@ class DocumentAdmin(TenantScopedAdmin):
     @admin.display(description="Status", ordering="status")
     def status_progress(self, obj: Document) -> str:
         row = {field: getattr(obj, field) for field in PROGRESS_FIELDS}
-        shown = document_display(row, current_model=self._current_model(), now=timezone.now())
+        tenant_model = getattr(obj, "tenant_model", None)
+        if tenant_model is None:  # a page whose queryset did not annotate it (the change form)
+            tenant_model = CorpusStat.objects.filter(tenant_id=obj.tenant_id).values_list("embedding_model", flat=True).first()
+        shown = document_display(row, current_model=tenant_model or self._current_model(), now=timezone.now())
         return format_html(
             '<div class="quarry-progress" data-quarry-doc="{}" data-status="{}" data-state="{}" data-url="{}" title="{}">'
             '<span class="quarry-progress-label">{}</span> <span class="quarry-progress-detail">{}</span>'
             '<span class="quarry-progress-track"><span class="quarry-progress-fill" data-percent="{}"></span></span>'
             '<span class="quarry-progress-error">{}</span>'
-            '<span class="quarry-reindex"{}>re-index needed: embedded with another model than the one configured now</span></div>',
+            '<span class="quarry-reindex"{}>re-index needed: embedded with another model than its tenant\'s</span></div>',
             obj.pk, obj.status, shown["state"], reverse("admin:knowledge_document_progress"), obj.error, shown["label"],
             shown["detail"], shown["percent"], obj.error if obj.status == DocumentStatus.FAILED else "",
             "" if shown["reindex_needed"] else mark_safe(" hidden"),
         )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # The tenant's embedding model, for "re-index needed" (one subquery, not one query per row).
+        return super().get_queryset(request).annotate(tenant_model=tenant_model_subquery())
 
     def _current_model(self) -> str | None:
         return current_embedding_model()
@@ -489,6 +500,84 @@ class SearchLanguageAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # the row is the tenant's setting: change it instead
+
+
+# --- Embedding model moves (manage.py reembed) ---------------------------------------------------------
+
+
+class EmbeddingMigrationForm(forms.ModelForm):
+    """Start a move: the tenant and the model (the names ``QUARRY_EMBEDDING_MODEL`` takes)."""
+
+    target_name = forms.ChoiceField(label="Model", choices=())
+
+    class Meta:
+        model = EmbeddingMigration
+        fields = ["tenant", "target_name"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = list(dict.fromkeys([*settings.LOCAL_EMBEDDERS, str(settings.QUARRY_EMBEDDING_MODEL).lower()]))
+        self.fields["target_name"].choices = [(name, name) for name in names if name != "none"]
+
+
+@admin.register(EmbeddingMigration)
+class EmbeddingMigrationAdmin(TenantScopedAdmin):
+    """Moves of a tenant's vectors to another embedding model, with their progress. Adding one starts
+    it (``knowledge.services.reembedding``: the worker embeds every chunk, searches keep the old
+    vectors until the switch); a running one can be cancelled. Finished moves are the record."""
+
+    form = EmbeddingMigrationForm
+    list_display = ["tenant", "source_model", "target_model", "status", "progress", "started_at", "updated_at", "finished_at", "error"]
+    list_filter = ["status", TenantFilter]
+    list_select_related = ["tenant"]
+    actions = ["cancel_selected"]
+
+    def get_fields(self, request: HttpRequest, obj: EmbeddingMigration | None = None) -> list[str]:
+        if obj is None:
+            return ["tenant", "target_name"]
+        return ["tenant", "source_model", "target_model", "status", "progress", "requested_by", "started_at", "updated_at",
+                "finished_at", "error"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: EmbeddingMigration | None = None) -> list[str]:
+        return [] if obj is None else self.get_fields(request, obj)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "tenant" and not request.user.is_superuser:
+            kwargs["queryset"] = Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="Progress")
+    def progress(self, obj: EmbeddingMigration) -> str:
+        return format_html(
+            '<div class="quarry-progress"><span class="quarry-progress-label">{} / {} ({}%)</span>'
+            '<span class="quarry-progress-track"><span class="quarry-progress-fill" data-percent="{}"></span></span></div>',
+            f"{obj.done:,}", f"{obj.total:,}", obj.percent, obj.percent,
+        )
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the record of a move; cancel a running one instead
+
+    def save_model(self, request: HttpRequest, obj: EmbeddingMigration, form: Any, change: bool) -> None:
+        created = reembedding.reembed_start(tenant=obj.tenant, model=form.cleaned_data["target_name"], actor=_actor(request))
+        obj.pk = created.pk
+        obj.refresh_from_db()
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except reembedding.ReembedError as exc:
+            self.message_user(request, str(exc), level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
+    @admin.action(description="Cancel the selected running moves")
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[EmbeddingMigration]) -> None:
+        stopped = 0
+        for migration in queryset.filter(status=EmbeddingMigrationStatus.RUNNING).select_related("tenant"):
+            stopped += reembedding.reembed_cancel(tenant=migration.tenant) is not None
+        self.message_user(request, f"{stopped} move{'s' if stopped != 1 else ''} cancelled; their staged vectors were dropped.")
 
 
 # --- The shared search indexes: health and rebuilds ---------------------------------------------------

@@ -368,6 +368,57 @@ class CorpusStat(models.Model):
     # Ingests hold this row FOR KEY SHARE while they write chunks with it, and a language change
     # FOR UPDATE while it rewrites them: every statement sees one configuration, old or new.
     search_config = RegConfigField(default=DEFAULT_SEARCH_CONFIG, db_default=DEFAULT_SEARCH_CONFIG)
+    # The model id of every vector the tenant's chunks hold, which its queries are embedded with
+    # ("" until the first vectors land: they set it). Changed only by ``manage.py reembed``'s switch,
+    # under this row's FOR UPDATE lock; an ingest whose vectors are of another model is refused.
+    embedding_model = models.CharField(max_length=200, blank=True, default="", db_default="")
+
+
+class EmbeddingMigrationStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class EmbeddingMigration(models.Model):
+    """One move of a tenant's vectors to another embedding model (``manage.py reembed``).
+
+    The worker embeds every chunk with ``target_model`` into ``EmbeddingCache`` (keyed by the
+    chunk's content hash, so a stopped run resumes where it was), while searches keep using the
+    vectors the chunks hold. When every chunk has its new vector, one transaction swaps them in,
+    sets the tenant's model (``CorpusStat.embedding_model``) and drops the staged copies: searches
+    see the old vectors or the new ones, never a mix. At most one runs per tenant.
+    """
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    source_model = models.CharField(max_length=200, blank=True)  # the tenant's model when it started
+    target_model = models.CharField(max_length=200)  # a model id, as chunks store it
+    target_name = models.CharField(max_length=200)  # the name it was asked by (QUARRY_EMBEDDING_MODEL's values)
+    status = models.CharField(max_length=16, choices=EmbeddingMigrationStatus.choices, default=EmbeddingMigrationStatus.RUNNING)
+    done = models.BigIntegerField(default=0)  # chunks whose new vector is ready
+    total = models.BigIntegerField(default=0)  # the tenant's chunks at the last count
+    position = models.BigIntegerField(default=0)  # the last chunk pk staged: a resumed run continues after it
+    requested_by = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)  # the worker's heartbeat: the reclaim re-queues a silent run
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(status="running"), name="embedding_migration_one_running",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_model or 'no vectors'} -> {self.target_model} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        return 100 if self.status == EmbeddingMigrationStatus.DONE else int(100 * self.done / self.total) if self.total else 0
 
 
 class SearchLanguage(models.Model):

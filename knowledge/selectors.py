@@ -7,14 +7,14 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from asgiref.sync import async_to_sync
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, OuterRef, Q, Subquery
 from django.db.models.functions import Length
 from django.utils import timezone
 
 from accounts.models import Tenant
 from knowledge import rag
 from knowledge.rag.types import declared_dimension, embedder_model_id
-from knowledge.models import Chunk, Document, DocumentStatus, Entity, Mention, Relation
+from knowledge.models import Chunk, CorpusStat, Document, DocumentStatus, Entity, Mention, Relation
 
 
 def document_list(*, tenant: Tenant, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
@@ -88,16 +88,24 @@ PROGRESS_FIELDS = (
 def document_progress(*, documents: "QuerySet[Document]", ids: Sequence[int]) -> list[dict[str, object]]:  # noqa: F821
     """Status, progress and phase of the documents with these primary keys, among ``documents`` (already scoped),
     each with its ``display`` (``document_display``) for the configured embedding model."""
-    model = current_embedding_model()
+    configured = current_embedding_model()
     now = timezone.now()
-    rows = list(documents.filter(pk__in=list(ids)).order_by().values(*PROGRESS_FIELDS))
-    return [{**row, "display": document_display(row, current_model=model, now=now)} for row in rows]
+    rows = list(documents.filter(pk__in=list(ids)).order_by().annotate(tenant_model=tenant_model_subquery()).values(*PROGRESS_FIELDS, "tenant_model"))
+    return [
+        {**row, "display": document_display(row, current_model=row.pop("tenant_model") or configured, now=now)} for row in rows
+    ]
 
 
 def current_embedding_model() -> str | None:
-    """The model id new vectors get (None: embeddings are off): what ``re-index needed`` compares with."""
+    """The model id a tenant without vectors gets (None: embeddings are off). A tenant that holds
+    vectors keeps its own (``CorpusStat.embedding_model``) until ``manage.py reembed`` moves it."""
     embedder = rag.default_embedder()
     return None if embedder is None else embedder_model_id(embedder, declared_dimension(embedder))
+
+
+def tenant_model_subquery() -> Subquery:
+    """The embedding model of the row's tenant ("" or NULL before its first vectors), for ``annotate``."""
+    return Subquery(CorpusStat.objects.filter(tenant=OuterRef("tenant")).values("embedding_model")[:1])
 
 
 class DocumentDisplay(TypedDict):
@@ -114,8 +122,8 @@ def document_display(row: Mapping[str, Any], *, current_model: str | None, now: 
 
     Cancelled work is its own state, not a failure. A processing document names its phase,
     with counts while embedding and an estimate of the time left once the worker has one.
-    ``reindex_needed``: its chunks were embedded with another model than the one configured
-    now, so semantic search cannot use them until it is re-indexed.
+    ``reindex_needed``: its chunks were embedded with another model than its tenant's
+    (``current_model``), so semantic search cannot use them until it is re-indexed.
     """
     status = str(row["status"])
     percent = round(float(row["progress"]) * 100)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from knowledge.services import graphing, index_health, indexing, processing, reclaim, text_search
+from knowledge.services import graphing, index_health, indexing, processing, reclaim, reembedding, text_search
 
 
 def process_document(document_pk: int) -> str:
@@ -23,6 +23,7 @@ def reclaim_documents() -> dict[str, int]:
     return {
         **asdict(reclaim.documents_reclaim()), "backlogs_queued": indexing.backlogs_reclaim(),
         "languages_queued": text_search.search_languages_reclaim(),
+        "reembeds_queued": reembedding.reembeds_reclaim(),
     }
 
 
@@ -34,6 +35,11 @@ def index_backlog(namespace: str) -> int:
 def apply_search_language(namespace: str) -> bool:
     """Re-index a tenant's keyword data in the text search language it asked for; returns whether it changed."""
     return text_search.search_language_apply(namespace=namespace)
+
+
+def reembed(migration_pk: int) -> str:
+    """Move a tenant's vectors to another embedding model for up to a minute (then it queues the rest); returns its status."""
+    return reembedding.reembed_run(migration_pk)
 
 
 def extract_graph_llm(namespace: str) -> int:

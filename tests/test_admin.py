@@ -17,8 +17,7 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from knowledge import rag
-from knowledge.models import AuditEvent, Document
-from knowledge.selectors import current_embedding_model
+from knowledge.models import AuditEvent, CorpusStat, Document
 from knowledge.services.documents import document_ingest, document_upload_create
 from tests.conftest import World
 from tests.embedders import BagOfWordsEmbedder
@@ -244,12 +243,13 @@ def test_progress_endpoint_shows_phase_counts_estimate_version_and_model(staff: 
     assert (row["display"]["label"], row["display"]["detail"]) == ("Indexing…", "")
 
 
-def test_cancelled_documents_are_cancelled_not_failed_and_a_changed_model_asks_for_a_reindex(staff: World) -> None:
+def test_cancelled_documents_are_cancelled_not_failed_and_another_model_than_the_tenants_asks_for_a_reindex(staff: World) -> None:
     cancelled = indexed(staff, "stopped", "Cancelled by an editor.")
     failed = indexed(staff, "broken", "A real failure.")
     stale = indexed(staff, "stale", "Embedded with an older model.")
-    current = current_embedding_model()
-    assert current is not None
+    # "Re-index needed" compares with the tenant's model (its first vectors', here the test embedder's).
+    current = CorpusStat.objects.get(tenant=staff.acme).embedding_model
+    assert current == "test/bag-of-words"
     Document.objects.filter(pk=cancelled.pk).update(status="failed", cancelled=True, error="stopped was cancelled by editor.", embedding_model=current)
     Document.objects.filter(pk=failed.pk).update(status="failed", error="broken could not be indexed.", embedding_model=current)
     Document.objects.filter(pk=stale.pk).update(embedding_model="old/model")

@@ -24,6 +24,7 @@ Where Quarry differs from the seed on purpose:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from knowledge.rag.chunking import FixedSizeChunker
 from knowledge.rag.embedding import BgeSmallEmbedder, LiteLLMEmbedder, LocalEmbedder
@@ -32,13 +33,14 @@ from knowledge.rag.errors import (
     CapacityError,
     ConfigurationError,
     EmbedderError,
+    EmbeddingModelChanged,
     NamespaceNotFound,
     RAGError,
     RAGTypeError,
     RAGValidationError,
 )
 from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
-from knowledge.rag.factory import default_embedder, tenant_service
+from knowledge.rag.factory import default_embedder, tenant_embedder, tenant_service
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.types import (
@@ -63,7 +65,8 @@ __all__ = [
     "EmbeddingCache", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
-    "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_service",
+    "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
+    "EmbeddingModelChanged",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 
@@ -92,10 +95,12 @@ def service(
     rerank: bool = False,
     fusion: Fusion | str = Fusion.RRF,
     fusion_weight: float = DEFAULT_FUSION_WEIGHT,
+    embedder_for_model: Callable[[str], Embedder | None] | None = None,
 ) -> RAGService:
-    """A service over any backend of the seed's ``RAGBackend`` contract (``fusion``: hybrid search's default, ``Fusion``)."""
+    """A service over any backend of the seed's ``RAGBackend`` contract (``fusion``: hybrid search's default, ``Fusion``;
+    ``embedder_for_model``: follow the namespace's embedding model, see ``RAGService``)."""
     return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank,
-                      fusion=fusion, fusion_weight=fusion_weight)
+                      fusion=fusion, fusion_weight=fusion_weight, embedder_for_model=embedder_for_model)
 
 
 def postgres(

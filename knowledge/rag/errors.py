@@ -43,3 +43,22 @@ class ConfigurationError(RAGError):
 
 class NamespaceNotFound(RAGError):
     """The namespace does not exist in this backend (for Postgres: no tenant with that slug)."""
+
+
+class EmbeddingModelChanged(RAGError):
+    """The namespace's vectors are of another embedding model than the ones being written.
+
+    A namespace holds vectors of one model (searches compare a query only with vectors of its
+    own model). Raised when an ingest embedded with ``written`` while the namespace is on
+    ``current``: typically ``manage.py reembed`` switched it meanwhile. Retrying with the
+    namespace's embedder succeeds; nothing was written.
+    """
+
+    def __init__(self, namespace: str, *, current: str, written: str) -> None:
+        super().__init__(
+            f"namespace {namespace!r} holds vectors of {current}, not {written}: embed with {current} "
+            "(or move the namespace with manage.py reembed)"
+        )
+        self.namespace = namespace
+        self.current = current
+        self.written = written

@@ -27,9 +27,11 @@ from django.utils.module_loading import import_string
 
 from knowledge.rag.errors import ConfigurationError
 from knowledge.rag.service import RAGService
-from knowledge.rag.types import Chunker, Embedder, RAGBackend
+from knowledge.rag.types import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
 
-PROVIDER_SETTINGS = ("QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR")
+PROVIDER_SETTINGS = (
+    "QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR", "QUARRY_EMBEDDING_MODEL", "LOCAL_EMBEDDERS",
+)
 
 _built: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -63,6 +65,14 @@ def _provider(name: str) -> Any:
         return _built[name]
 
 
+def _provider_spec(key: str, spec: Mapping[str, Any]) -> Any:
+    """A provider built from ``spec`` once per process under ``key`` (dropped with the others)."""
+    with _lock:
+        if key not in _built:
+            _built[key] = build(spec, setting=key)
+        return _built[key]
+
+
 def backend() -> RAGBackend:
     """The process's backend (``QUARRY_RAG_BACKEND``)."""
     return _provider("QUARRY_RAG_BACKEND")
@@ -83,17 +93,73 @@ def graph_extractor() -> Any:
     return _provider("QUARRY_GRAPH_EXTRACTOR")
 
 
+def _model_id(embedder: Embedder | None) -> str | None:
+    return None if embedder is None else embedder_model_id(embedder, declared_dimension(embedder))
+
+
+def embedder_named(name: str) -> Embedder | None:
+    """The embedder ``name`` stands for: a value of ``QUARRY_EMBEDDING_MODEL`` ("local", "bge-small",
+    the configured provider model, "none") or a model id as chunks store it.
+
+    The configured model is the process's own instance; the other local models are built once
+    with their default options. Raises ``ConfigurationError`` naming the choices for anything else
+    (a provider model needs its settings: configure it as QUARRY_EMBEDDING_MODEL first).
+    """
+    wanted = name.strip()
+    if wanted.lower() == "none":
+        return None
+    configured = default_embedder()
+    if wanted.lower() == str(settings.QUARRY_EMBEDDING_MODEL).lower() or (configured is not None and wanted == _model_id(configured)):
+        return configured
+    for key, (path, _dimension) in settings.LOCAL_EMBEDDERS.items():
+        if wanted.lower() == key or wanted == getattr(import_string(path), "model_id", None):
+            return _provider_spec(f"local:{key}", {"CLASS": path, "OPTIONS": {}})
+    choices = ", ".join([*settings.LOCAL_EMBEDDERS, *([settings.QUARRY_EMBEDDING_MODEL] if configured is not None else [])])
+    raise ConfigurationError(
+        f"unknown embedding model {name!r}: one of {choices} (a provider model is configured as QUARRY_EMBEDDING_MODEL first)"
+    )
+
+
+def embedder_for_model(model_id: str) -> Embedder | None:
+    """The embedder whose vectors carry ``model_id``, or None when this process cannot embed with it
+    (a provider model that is no longer configured): then the namespace gets no new vectors and its
+    semantic search is off until ``manage.py reembed`` moves it to an available model."""
+    try:
+        return embedder_named(model_id)
+    except ConfigurationError:
+        return None
+
+
+def namespace_model(namespace: str) -> str:
+    """The model id the namespace's vectors are in ("" before its first vectors). A synchronous query."""
+    from knowledge.models import CorpusStat  # deferred: this module is imported while apps load
+
+    return CorpusStat.objects.filter(tenant__slug=namespace).values_list("embedding_model", flat=True).first() or ""
+
+
+def tenant_embedder(namespace: str) -> Embedder | None:
+    """The embedder of the namespace's model (the configured one for a namespace without vectors).
+    Synchronous (it queries the database): async code gets it through ``tenant_service``."""
+    model = namespace_model(namespace)
+    return embedder_for_model(model) if model else default_embedder()
+
+
 def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT) -> RAGService:
     """THE way to get a tenant's RAG service: the configured providers, namespace = the tenant's slug.
 
-    ``embedder=None`` makes a service that never embeds (fetch, delete, keyword search).
+    By default it embeds with the tenant's model (``CorpusStat.embedding_model``, looked up by each
+    search and ingest: a tenant that ``manage.py reembed`` moved gets the new model from then on), and
+    a tenant without vectors with the configured one. ``embedder=None`` makes a service that never
+    embeds (fetch, delete, keyword search); another embedder is used as given.
     Services are cheap (they hold no connection); the providers behind them are shared.
     Writes through it do not supersede the document pipeline's background work: the
     product writes through ``knowledge.services.documents`` instead.
     """
-    chosen = default_embedder() if embedder == DEFAULT else embedder
+    follow = embedder == DEFAULT
+    chosen = default_embedder() if follow else embedder
     return RAGService(backend(), embedder=chosen, chunker=chunker(), namespace=namespace,
-                      fusion=settings.QUARRY_HYBRID_FUSION, fusion_weight=settings.QUARRY_HYBRID_FUSION_WEIGHT)
+                      fusion=settings.QUARRY_HYBRID_FUSION, fusion_weight=settings.QUARRY_HYBRID_FUSION_WEIGHT,
+                      embedder_for_model=embedder_for_model if follow else None)
 
 
 @receiver(setting_changed)

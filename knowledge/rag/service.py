@@ -27,6 +27,7 @@ from knowledge.rag.errors import (
     BackendContractError,
     ConfigurationError,
     EmbedderError,
+    EmbeddingModelChanged,
     RAGTypeError,
     RAGValidationError,
 )
@@ -103,7 +104,12 @@ class RAGService:
         rerank: bool = False,
         fusion: Fusion | str = Fusion.RRF,
         fusion_weight: float = DEFAULT_FUSION_WEIGHT,
+        embedder_for_model: Callable[[str], Embedder | None] | None = None,
     ) -> None:
+        """``embedder_for_model``, when given, makes the service follow the namespace's model: before
+        each ingest and search it asks the backend which model the namespace's vectors are in
+        (``namespace_embedding_model``, an optional capability) and embeds with
+        ``embedder_for_model(model id)``; ``embedder`` then serves a namespace without vectors."""
         missing = [name for name in BACKEND_METHODS if not callable(getattr(backend, name, None))]
         if missing:
             raise ConfigurationError(f"{type(backend).__name__} is not a RAGBackend: it lacks {', '.join(missing)}")
@@ -125,6 +131,9 @@ class RAGService:
         # Hybrid search's fusion when a search names none (Fusion; RAGQuery checks them again per query).
         self.fusion = Fusion.parse(fusion)
         self.fusion_weight = check_fusion_weight(fusion_weight)
+        self._embedder_for_model = embedder_for_model
+        self._default_embedder = embedder
+        self._namespace_model: str | None = None  # as last looked up, when following it
         self._started = False
         # Learned from the first vectors of an embedder that declares no dimension: every
         # later vector must match it, and it completes the embedder's derived model id.
@@ -157,6 +166,22 @@ class RAGService:
 
     def _resolve_namespace(self) -> object:
         return self._namespace() if callable(self._namespace) else self._namespace
+
+    async def _follow_namespace_model(self) -> None:
+        """Embed with the namespace's model from now on (see ``embedder_for_model``)."""
+        lookup = getattr(self.backend, "namespace_embedding_model", None)
+        if self._embedder_for_model is None or not callable(lookup):
+            return
+        model = await lookup(self.namespace)
+        self._namespace_model = model
+        current = None if self.embedder is None else embedder_model_id(self.embedder, self._expected_dimension())
+        if model and model == current:
+            return  # already on it (perhaps wrapped, e.g. with retries: keep the wrapper)
+        chosen = self._embedder_for_model(model) if model else self._default_embedder
+        if chosen is not self.embedder:
+            self.embedder = chosen
+            self._dimension_seen = None
+            self._kind_for = None
 
     # --- writes ----------------------------------------------------------------
 
@@ -201,14 +226,30 @@ class RAGService:
         if not self._started:
             await self.start()
 
+        await self._follow_namespace_model()
         vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
         store = _document_store(self.backend)
         if store is not None:
             prepared = [
-                PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)))
+                PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)),
+                                 namespace_model=self._namespace_model)
                 for doc, pieces in planned
             ]
-            stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
+            try:
+                stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
+            except EmbeddingModelChanged:
+                if self._embedder_for_model is None:
+                    raise
+                # The namespace moved to another model while this ingest embedded (manage.py reembed's
+                # switch): embed again with the new one, once. Its vectors may already be staged.
+                await self._follow_namespace_model()
+                vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
+                prepared = [
+                    PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)),
+                                 namespace_model=self._namespace_model)
+                    for doc, pieces in planned
+                ]
+                stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
             if stored != total_chunks:
                 raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
             return total_chunks
@@ -287,6 +328,7 @@ class RAGService:
         vector: Vector | None = None
         model_id: str | None = None
         if mode is not SearchMode.KEYWORD:
+            await self._follow_namespace_model()
             if self.embedder is None:
                 raise ConfigurationError(f"{mode.value} search needs an embedder; this service has none (keyword search works)")
             vector = (await self._embed_checked([text], kind="query"))[0]
@@ -320,6 +362,7 @@ class RAGService:
         namespace = self.namespace
         probe = RAGQuery(text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
                          rrf_k=self.rrf_k if rrf_k is None else rrf_k)
+        await self._follow_namespace_model()
         vector = (await self._embed_checked([text], kind="query"))[0] if self.embedder is not None else None
         return RAGQuery(
             probe.text, namespace, mode=SearchMode.HYBRID if vector is not None else SearchMode.KEYWORD, limit=probe.limit,

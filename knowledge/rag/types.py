@@ -398,6 +398,11 @@ class PreparedDocument:
     document: RAGDocument
     content_hash: str
     chunks: tuple[PreparedChunk, ...]
+    # The namespace's model the service embedded for ("" for a namespace without vectors), when it
+    # follows the namespace's model (``RAGService(embedder_for_model=...)``): a backend that tracks
+    # the model refuses the write (``EmbeddingModelChanged``) once the namespace is on another one.
+    # None: the caller chose its embedder; its vectors land whatever the namespace's model.
+    namespace_model: str | None = None
 
 
 # --- protocols --------------------------------------------------------------------

@@ -31,7 +31,7 @@ from django.utils import timezone
 from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
-from knowledge.rag import limits
+from knowledge.rag import factory, limits
 from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import state
@@ -96,7 +96,10 @@ def document_ingest(
 
     base = rag.tenant_service(tenant.slug, embedder=embedder)
     guarded = GuardedBackend(base.backend, before=supersede, after=record)
-    service = rag.service(guarded, base.embedder, base.chunker, namespace=tenant.slug)
+    # By default the tenant's embedding model is followed (and a switch by manage.py reembed while
+    # this embeds makes it embed again with the new model).
+    follow = factory.embedder_for_model if embedder == DEFAULT else None
+    service = rag.service(guarded, base.embedder, base.chunker, namespace=tenant.slug, embedder_for_model=follow)
     return async_to_sync(service.ingest)(documents, actor=actor, trigger=trigger)
 
 

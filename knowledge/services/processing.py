@@ -28,7 +28,7 @@ from django.db.models.functions import Now
 from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
 from knowledge.models import Document
-from knowledge.rag import limits
+from knowledge.rag import factory, limits
 from knowledge.rag.types import Embedder
 from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
 from knowledge.services import state
@@ -191,12 +191,16 @@ def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[O
         state.requeue_now(document.pk)
         landed.append(Outcome.REQUEUED)
 
-    base = rag.tenant_service(document.tenant.slug, embedder=embedder)
+    # By default the tenant's embedding model (manage.py reembed may switch it while this runs: the
+    # service then embeds again with the new one).
+    follow = embedder == DEFAULT
+    base = rag.tenant_service(document.tenant.slug, embedder=rag.tenant_embedder(document.tenant.slug) if follow else embedder)
     model = None
     if base.embedder is not None:
         model = RetryingEmbedder(base.embedder, retries=settings.QUARRY_EMBEDDING_RETRIES,
                                  delay_seconds=settings.QUARRY_EMBEDDING_RETRY_DELAY_MS / 1000)
-    return rag.service(GuardedBackend(base.backend, before=before, after=after), model, base.chunker, namespace=document.tenant.slug)
+    return rag.service(GuardedBackend(base.backend, before=before, after=after), model, base.chunker, namespace=document.tenant.slug,
+                       embedder_for_model=factory.embedder_for_model if follow else None)
 
 
 def _finish_unlanded(claim: state.Claim, *, error: str | None, cancelled: bool) -> Outcome:

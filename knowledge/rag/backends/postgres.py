@@ -50,8 +50,10 @@ from knowledge.graph.types import GraphLeg, Neighborhood, Picture, Triplet
 from knowledge.models import DEFAULT_SEARCH_CONFIG, search_config_name
 from knowledge.rag.backends import postgres_sql as q
 from knowledge.rag.backends.chunks import documents_from_chunks
-from knowledge.rag.errors import NamespaceNotFound
-from knowledge.rag.types import Fusion, GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector
+from knowledge.rag.errors import BackendContractError, EmbeddingModelChanged, NamespaceNotFound
+from knowledge.rag.types import (
+    Fusion, GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, SearchMode, Trigger, Vector, embedding_input,
+)
 
 
 # The chunks of given documents (document primary keys, already known to be the tenant's).
@@ -202,6 +204,7 @@ class PostgresBackend:
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
             _plan_for_keyed_writes(cursor)
             config = self._share_search_config(cursor, tenant_id)
+            self._claim_embedding_model(cursor, namespace, tenant_id, ordered)
             doc_pks = self._upsert_documents(cursor, tenant_id, ordered)
             pks = list(doc_pks.values())
             old_chunks = self._stats_remove(cursor, tenant_id, pks)
@@ -230,6 +233,129 @@ class PostgresBackend:
                 self._graph_indexed(namespace)
             graph.finish()
         return total
+
+    def _claim_embedding_model(self, cursor: Any, namespace: str, tenant_id: int, documents: Sequence[PreparedDocument]) -> None:
+        """Check that the landing vectors are of the tenant's model (the first ones set it).
+
+        The caller holds the tenant's statistics row FOR KEY SHARE, which ``reembed_switch`` takes
+        FOR UPDATE: the model cannot change between this check and the commit. Raises
+        ``EmbeddingModelChanged`` (nothing written) for vectors of any other model when the service
+        follows the tenant's model (``PreparedDocument.namespace_model`` set): it embeds again.
+        """
+        written = {c.embedding_model for p in documents for c in p.chunks if c.embedding is not None and c.embedding_model}
+        if not written:
+            return
+        cursor.execute("SELECT embedding_model FROM knowledge_corpusstat WHERE tenant_id = %s", [tenant_id])
+        current = cursor.fetchone()[0]
+        if not current and len(written) == 1:
+            # RETURNING the value that won: of two first ingests with different models, one is refused.
+            cursor.execute(
+                "UPDATE knowledge_corpusstat SET embedding_model = CASE WHEN embedding_model = '' THEN %s ELSE embedding_model END "
+                "WHERE tenant_id = %s RETURNING embedding_model",
+                [next(iter(written)), tenant_id],
+            )
+            current = cursor.fetchone()[0]
+        following = any(p.namespace_model is not None for p in documents)
+        if written != {current} and following:
+            raise EmbeddingModelChanged(namespace, current=current or "no model", written=", ".join(sorted(written - {current})))
+        # A caller that chose its embedder (the seed's API) writes what it embedded; the tenant keeps
+        # its model, and the editors' list marks such documents "re-index needed".
+
+    async def namespace_embedding_model(self, namespace: str) -> str:
+        """The model id of the namespace's vectors ("" before the first ones land)."""
+        return await sync_to_async(self._namespace_embedding_model, thread_sensitive=True)(namespace)
+
+    def _namespace_embedding_model(self, namespace: str) -> str:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT s.embedding_model FROM accounts_tenant t JOIN knowledge_corpusstat s ON s.tenant_id = t.id WHERE t.slug = %s",
+                [namespace],
+            )
+            row = cursor.fetchone()
+        return row[0] if row else ""
+
+    # --- moving a namespace to another embedding model (knowledge.services.reembedding) ---------
+
+    def reembed_pending(self, namespace: str, model_id: str, *, after: int = 0, limit: int = 256) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` chunks after chunk pk ``after`` (in pk order) that still need a vector of
+        ``model_id``: ``(pk, content hash, text to embed)``. A chunk needs one unless it holds it or
+        the embedding cache does (keyed by content hash, so a resumed run skips what it stored)."""
+        tenant_id = self._tenant_id(namespace)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                """
+                SELECT c.id, c.content_hash, c.title, c.text FROM knowledge_chunk c
+                WHERE c.tenant_id = %(tenant)s AND c.id > %(after)s
+                  AND (c.embedding IS NULL OR c.embedding_model <> %(model)s)
+                  AND NOT EXISTS (SELECT 1 FROM knowledge_embeddingcache e
+                                  WHERE e.tenant_id = %(tenant)s AND e.model_id = %(model)s AND e.content_hash = c.content_hash)
+                ORDER BY c.id LIMIT %(limit)s
+                """,
+                {"tenant": tenant_id, "after": after, "model": model_id, "limit": limit},
+            )
+            return [(pk, digest, embedding_input(title, text)) for pk, digest, title, text in cursor.fetchall()]
+
+    def chunk_count(self, namespace: str, *, after: int = 0) -> int:
+        """How many chunks the namespace holds (with a pk above ``after``)."""
+        tenant_id = self._tenant_id(namespace)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM knowledge_chunk WHERE tenant_id = %s AND id > %s", [tenant_id, after])
+            return int(cursor.fetchone()[0])
+
+    def reembed_switch(self, namespace: str, model_id: str, embed: Callable[[list[str]], list[Vector]], *, batch: int = 256) -> int:
+        """Give every chunk of the namespace its vector of ``model_id`` and make it the namespace's model,
+        in one transaction; returns how many chunks changed.
+
+        The statistics row is locked FOR UPDATE first: ingests and deletions of the tenant wait for the
+        commit (other tenants do not), so no chunk lands in between. Chunks still without a staged
+        vector (those that landed while the staging ran) are embedded here with ``embed(texts)``.
+        Searches see every old vector until the commit and every new one after it (MVCC); the staged
+        copies are dropped with it.
+        """
+        tenant_id = self._tenant_id(namespace)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            self._lock_search_config(cursor, tenant_id)
+            after = 0
+            while pending := self.reembed_pending(namespace, model_id, after=after, limit=batch):
+                texts = {digest: text for _, digest, text in pending}
+                vectors = embed(list(texts.values()))
+                self._cache_embeddings(namespace, model_id, dict(zip(texts, vectors, strict=True)))
+                after = pending[-1][0]
+            _plan_for_keyed_writes(cursor)
+            cursor.execute(
+                """
+                UPDATE knowledge_chunk c SET embedding = e.embedding, embedding_model = e.model_id
+                FROM knowledge_embeddingcache e
+                WHERE c.tenant_id = %(tenant)s AND e.tenant_id = %(tenant)s AND e.model_id = %(model)s
+                  AND e.content_hash = c.content_hash AND (c.embedding IS NULL OR c.embedding_model <> %(model)s)
+                """,
+                {"tenant": tenant_id, "model": model_id},
+            )
+            changed = cursor.rowcount
+            cursor.execute(
+                "SELECT count(*) FROM knowledge_chunk WHERE tenant_id = %s AND (embedding IS NULL OR embedding_model <> %s)",
+                [tenant_id, model_id],
+            )
+            left = int(cursor.fetchone()[0])
+            if left:  # cannot happen under the lock; never switch a tenant half-way
+                raise BackendContractError(f"{left} chunks of {namespace!r} have no staged vector of {model_id}; nothing switched")
+            cursor.execute(
+                "UPDATE knowledge_document SET embedding_model = %s WHERE tenant_id = %s AND chunk_count > 0", [model_id, tenant_id]
+            )
+            cursor.execute("UPDATE knowledge_corpusstat SET embedding_model = %s WHERE tenant_id = %s", [model_id, tenant_id])
+            cursor.execute("DELETE FROM knowledge_embeddingcache WHERE tenant_id = %s AND model_id = %s", [tenant_id, model_id])
+        return changed
+
+    def reembed_stage(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Stage vectors of ``model_id`` by content hash until ``reembed_switch`` (the embedding cache)."""
+        self._cache_embeddings(namespace, model_id, vectors)
+
+    def reembed_discard(self, namespace: str, model_id: str) -> int:
+        """Drop the vectors of ``model_id`` staged for the namespace (a cancelled move); returns how many."""
+        tenant_id = self._tenant_id(namespace)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("DELETE FROM knowledge_embeddingcache WHERE tenant_id = %s AND model_id = %s", [tenant_id, model_id])
+            return cursor.rowcount
 
     def _graph_indexed(self, namespace: str) -> None:
         if self.on_graph_indexed is not None:
