@@ -299,3 +299,25 @@ def test_the_switch_embeds_chunks_nothing_staged_under_its_lock(acme: Tenant) ->
     changed = backend.reembed_switch("acme", BGE_MODEL_ID, reembedding._embed_sync(BgeSmallEmbedder()), batch=16)
     assert changed == 40 and models_of(acme) == {BGE_MODEL_ID}
     assert semantic(rag.tenant_service("acme"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_move_to_another_dimension_builds_its_ann_index_before_the_switch(settings: Any) -> None:
+    settings.LOCAL_EMBEDDERS = {**settings.LOCAL_EMBEDDERS, "words": ("tests.embedders.BagOfWordsEmbedder", 64)}
+    acme = make_tenant("acme")
+    async_to_sync(rag.tenant_service("acme").ingest)(corpus())
+    backend = reembedding._backend()
+    migration = reembedding.reembed_start(tenant=acme, model="words", queue=False)
+    assert migration.target_model == "test/bag-of-words"
+    assert reembedding.reembed_run(migration.pk, seconds=None) == "done"
+    assert models_of(acme) == {"test/bag-of-words"}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'chunk_embedding_hnsw_64'")
+        row = cursor.fetchone()
+    assert (row is not None) == backend.has_pgvector()  # the embedded server has pgvector
+    try:
+        hits = semantic(rag.tenant_service("acme"), "espresso brewing")
+        assert hits and all(len(v) == 64 for v in Chunk.objects.filter(tenant=acme).values_list("embedding", flat=True))
+    finally:
+        with connection.cursor() as cursor:  # the index outlives the flush of a transactional test
+            cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw_64")

@@ -112,8 +112,12 @@ def embedder_named(name: str) -> Embedder | None:
     if wanted.lower() == str(settings.QUARRY_EMBEDDING_MODEL).lower() or (configured is not None and wanted == _model_id(configured)):
         return configured
     for key, (path, _dimension) in settings.LOCAL_EMBEDDERS.items():
-        if wanted.lower() == key or wanted == getattr(import_string(path), "model_id", None):
+        if wanted.lower() == key:
             return _provider_spec(f"local:{key}", {"CLASS": path, "OPTIONS": {}})
+    for key, (path, _dimension) in settings.LOCAL_EMBEDDERS.items():
+        built = _provider_spec(f"local:{key}", {"CLASS": path, "OPTIONS": {}})  # cheap: models load on first use
+        if wanted == _model_id(built):
+            return built
     choices = ", ".join([*settings.LOCAL_EMBEDDERS, *([settings.QUARRY_EMBEDDING_MODEL] if configured is not None else [])])
     raise ConfigurationError(
         f"unknown embedding model {name!r}: one of {choices} (a provider model is configured as QUARRY_EMBEDDING_MODEL first)"

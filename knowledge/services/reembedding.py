@@ -176,6 +176,10 @@ def reembed_run(migration_pk: int, *, seconds: float | None = TASK_SECONDS,
             if deadline is not None and time.monotonic() >= deadline:
                 enqueue(migration.pk)
                 return migration.status
+        # The new dimension's ANN index exists before any vector of it is switched in (both local
+        # models are 384-dimensional and share one; a provider model may not).
+        dimension = declared_dimension(embedder) or len(embed(["dimension probe"])[0])
+        backend.ensure_vector_index(dimension)
         with transaction.atomic():
             # Held to the commit: a cancel arriving now waits, then finds the move done.
             if not EmbeddingMigration.objects.select_for_update().filter(pk=migration.pk, status=EmbeddingMigrationStatus.RUNNING).exists():

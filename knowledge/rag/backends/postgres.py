@@ -346,6 +346,23 @@ class PostgresBackend:
             cursor.execute("DELETE FROM knowledge_embeddingcache WHERE tenant_id = %s AND model_id = %s", [tenant_id, model_id])
         return changed
 
+    def ensure_vector_index(self, dimension: int) -> bool:
+        """Create the HNSW index of ``dimension`` unless it exists, where pgvector is installed (and the
+        dimension within its 2,000 limit); returns whether the index is there. Outside a transaction it
+        is built CONCURRENTLY, so other tenants' writes go on meanwhile."""
+        if not self.has_pgvector() or not 1 <= dimension <= 2000:
+            return False  # semantic search of that dimension stays exact, in plain SQL
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s AND relkind = 'i'", [q.hnsw_index_name(dimension)])
+            if cursor.fetchone() is not None:
+                return True
+        sql = q.create_hnsw_index_sql(dimension)
+        if not connections[self.using].in_atomic_block:
+            sql = sql.replace("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS", 1)
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(sql)
+        return True
+
     def reembed_stage(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None:
         """Stage vectors of ``model_id`` by content hash until ``reembed_switch`` (the embedding cache)."""
         self._cache_embeddings(namespace, model_id, vectors)
