@@ -321,3 +321,15 @@ def test_a_move_to_another_dimension_builds_its_ann_index_before_the_switch(sett
     finally:
         with connection.cursor() as cursor:  # the index outlives the flush of a transactional test
             cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw_64")
+
+
+def test_a_tenant_on_a_model_this_deployment_lacks_says_so_and_keyword_search_works(acme: Tenant) -> None:
+    CorpusStat.objects.filter(tenant=acme).update(embedding_model="openai/text-embedding-3-small")
+    service = rag.tenant_service("acme")
+    with pytest.raises(rag.ConfigurationError, match="embedding model openai/text-embedding-3-small, which is not configured here"):
+        semantic(service)
+    assert [h.chunk.document_id for h in async_to_sync(service.search)("espresso", mode="keyword", limit=3)]
+    with pytest.raises(reembedding.ReembedError, match="unknown embedding model 'openai/text-embedding-3-small'"):
+        reembedding.reembed_start(tenant=acme, model="openai/text-embedding-3-small")
+    migration = reembedding.reembed_start(tenant=acme, model="local", queue=False)  # back to a model it has
+    assert reembedding.reembed_run(migration.pk, seconds=None) == "done" and semantic(service)

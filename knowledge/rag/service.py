@@ -183,6 +183,12 @@ class RAGService:
             self._dimension_seen = None
             self._kind_for = None
 
+    def _no_embedder(self, what: str) -> str:
+        if self._namespace_model:
+            return (f"{what} needs the namespace's embedding model {self._namespace_model}, which is not configured here "
+                    "(keyword search works; manage.py reembed moves the tenant to a configured model)")
+        return f"{what} needs an embedder; this service has none (keyword search works)"
+
     # --- writes ----------------------------------------------------------------
 
     async def ingest(
@@ -330,7 +336,7 @@ class RAGService:
         if mode is not SearchMode.KEYWORD:
             await self._follow_namespace_model()
             if self.embedder is None:
-                raise ConfigurationError(f"{mode.value} search needs an embedder; this service has none (keyword search works)")
+                raise ConfigurationError(self._no_embedder(f"{mode.value} search"))
             vector = (await self._embed_checked([text], kind="query"))[0]
             model_id = embedder_model_id(self.embedder, len(vector))
         wants_rerank = self.rerank if rerank is None else bool(rerank)
