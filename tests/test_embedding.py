@@ -302,10 +302,10 @@ async def test_litellm_validates_before_calling_the_provider() -> None:
 # --- the configured embedder (settings.QUARRY_EMBEDDER, knowledge.rag.factory) ----------------------
 
 
-def test_the_default_configuration_is_the_local_model() -> None:
+def test_the_default_configuration_is_bge_small() -> None:
     embedder = default_embedder()
-    assert isinstance(embedder, LocalEmbedder)
-    assert embedder.model_id == "local/all-MiniLM-L6-v2-int8"
+    assert isinstance(embedder, BgeSmallEmbedder)
+    assert embedder.model_id == "local/bge-small-en-v1.5-int8"
     assert default_embedder() is embedder  # built once per process
 
 

@@ -76,7 +76,7 @@ def test_evaluate_prints_json_per_mode_and_reuses_embeddings(db: None, tmp_path:
     report = json.loads(out.getvalue())
     # Hybrid mode is reported for both fusions: RRF as "hybrid", normalised score fusion as "hybrid+score".
     assert report["dataset"] == tmp_path.name and set(report["modes"]) == {"keyword", "semantic", "hybrid", "hybrid+score"}
-    assert report["fusion_weight"] == 1.5 and report["embedding_model"] == "local/all-MiniLM-L6-v2-int8"
+    assert report["fusion_weight"] == 1.5 and report["embedding_model"] == "local/bge-small-en-v1.5-int8"
     for mode, figures in report["modes"].items():
         assert figures["queries"] == 2
         assert set(figures) == {"ndcg@10", "recall@5", "recall@10", "recall@100", "all@10", "p50_ms", "p95_ms", "queries"}

@@ -159,7 +159,7 @@ def test_title_applies_to_one_file_only(world: World) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_upload_is_extracted_chunked_embedded_and_searchable_with_the_local_model(world: World) -> None:
+def test_upload_is_extracted_chunked_embedded_and_searchable_with_the_default_model(world: World) -> None:
     [document] = doc_services.document_upload_create(
         tenant=world.acme, actor="editor", files=[upload("guide.md", b"# Uploading guide\n\nEditors upload files in the admin.")],
         metadata={"team": "support"},
@@ -167,7 +167,7 @@ def test_upload_is_extracted_chunked_embedded_and_searchable_with_the_local_mode
     assert processing.document_process(document_pk=document.pk) is Outcome.READY
     document = reload(document)
     assert (document.status, document.progress, document.error, document.chunk_count, document.version) == ("ready", 1.0, "", 1, 1)
-    assert document.title == "Uploading guide" and document.embedding_model == "local/all-MiniLM-L6-v2-int8"
+    assert document.title == "Uploading guide" and document.embedding_model == "local/bge-small-en-v1.5-int8"
     assert (document.lease_id, document.lease_expires_at, document.attempts) == ("", None, 1)
     assert document.started_at <= document.finished_at
     chunk = Chunk.objects.get(document=document)

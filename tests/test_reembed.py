@@ -54,8 +54,13 @@ def models_of(tenant: Tenant) -> set[str]:
 @pytest.fixture
 def acme(db: None) -> Tenant:
     tenant = make_tenant("acme")
-    async_to_sync(rag.tenant_service("acme").ingest)(corpus())
+    start_on_minilm("acme", corpus())
     return tenant
+
+
+def start_on_minilm(namespace: str, documents: list[rag.RAGDocument]) -> None:
+    """The tenant's first vectors are MiniLM's (whatever the configured default), so its model is MiniLM."""
+    async_to_sync(rag.tenant_service(namespace, embedder=LocalEmbedder()).ingest)(documents)
 
 
 @pytest.fixture
@@ -153,7 +158,7 @@ def test_documents_written_during_a_move_are_switched_too(acme: Tenant, small_ba
 @pytest.mark.django_db(transaction=True)
 def test_searches_during_the_switch_see_all_old_vectors_or_all_new_ones() -> None:
     tenant = make_tenant("acme")
-    async_to_sync(rag.tenant_service("acme").ingest)(corpus(300))
+    start_on_minilm("acme", corpus(300))
     old = rag.postgres(LocalEmbedder(), None, namespace="acme")
     new = rag.postgres(BgeSmallEmbedder(), None, namespace="acme")
     before = semantic(old)
@@ -214,7 +219,7 @@ def test_refusals_name_the_problem(acme: Tenant) -> None:
 
 def test_moving_one_tenant_leaves_the_others_alone(acme: Tenant) -> None:
     globex = make_tenant("globex")
-    async_to_sync(rag.tenant_service("globex").ingest)(corpus(12, prefix="g"))
+    start_on_minilm("globex", corpus(12, prefix="g"))
     migration = reembedding.reembed_start(tenant=acme, model="bge-small", queue=False)
     assert reembedding.reembed_run(migration.pk, seconds=None) == "done"
     assert models_of(acme) == {BGE_MODEL_ID} and models_of(globex) == {LOCAL_MODEL_ID}
@@ -305,7 +310,7 @@ def test_the_switch_embeds_chunks_nothing_staged_under_its_lock(acme: Tenant) ->
 def test_a_move_to_another_dimension_builds_its_ann_index_before_the_switch(settings: Any) -> None:
     settings.LOCAL_EMBEDDERS = {**settings.LOCAL_EMBEDDERS, "words": ("tests.embedders.BagOfWordsEmbedder", 64)}
     acme = make_tenant("acme")
-    async_to_sync(rag.tenant_service("acme").ingest)(corpus())
+    start_on_minilm("acme", corpus())
     backend = reembedding._backend()
     migration = reembedding.reembed_start(tenant=acme, model="words", queue=False)
     assert migration.target_model == "test/bag-of-words"

@@ -106,7 +106,8 @@ def test_embedding_variables_become_the_embedder_setting() -> None:
         done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
-    assert run() == "{'CLASS': 'knowledge.rag.embedding.LocalEmbedder', 'OPTIONS': {}}"
+    assert run() == "{'CLASS': 'knowledge.rag.embedding.BgeSmallEmbedder', 'OPTIONS': {}}"
+    assert run(QUARRY_EMBEDDING_MODEL="local") == "{'CLASS': 'knowledge.rag.embedding.LocalEmbedder', 'OPTIONS': {}}"
     assert run(QUARRY_EMBEDDING_MODEL="none") == "None"
     assert run(QUARRY_EMBEDDING_MODEL="ollama/nomic-embed-text", QUARRY_EMBEDDING_DIMENSION="768", QUARRY_EMBEDDING_BATCH_SIZE="8") == (
         "{'CLASS': 'knowledge.rag.embedding.LiteLLMEmbedder', 'OPTIONS': {'model': 'ollama/nomic-embed-text', 'dimension': 768, 'batch_size': 8}}"

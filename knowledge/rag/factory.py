@@ -118,7 +118,7 @@ def embedder_named(name: str) -> Embedder | None:
         built = _provider_spec(f"local:{key}", {"CLASS": path, "OPTIONS": {}})  # cheap: models load on first use
         if wanted == _model_id(built):
             return built
-    choices = ", ".join([*settings.LOCAL_EMBEDDERS, *([settings.QUARRY_EMBEDDING_MODEL] if configured is not None else [])])
+    choices = ", ".join(dict.fromkeys([*settings.LOCAL_EMBEDDERS, *([settings.QUARRY_EMBEDDING_MODEL] if configured is not None else [])]))
     raise ConfigurationError(
         f"unknown embedding model {name!r}: one of {choices} (a provider model is configured as QUARRY_EMBEDDING_MODEL first)"
     )

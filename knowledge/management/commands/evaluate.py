@@ -62,8 +62,9 @@ class Command(BaseCommand):
                                      progress=bar.update, rerank=rerank, graph=graph,
                                      fusions=chosen, fusion_weight=weight)
         service = rag.tenant_service(found.slug)
+        tenant_embedder = rag.tenant_embedder(found.slug)  # the tenant's model, which its queries were embedded with
         report = {"dataset": folder.resolve().name, "tenant": found.slug, "qrels": qrels,
-                  "embedding_model": rag.types.declared_model_id(service.embedder) if service.embedder else None,
+                  "embedding_model": rag.types.declared_model_id(tenant_embedder) if tenant_embedder else None,
                   "fusion_weight": service.fusion_weight if weight is None else weight,
                   "modes": {mode: r.as_json() for mode, r in results.items()}}
         if json:
