@@ -25,6 +25,7 @@ from chat.events import GRAPH_NO_ENTITY
 from chat.models import AgentRun, ChatSession, RunStatus, SessionKind, Turn
 from chat.services import chat_exchange_record
 from knowledge import rag
+from knowledge.services import reembedding
 from tests.conftest import World
 from tests.fake_openai import FakeOpenAI, Scripted, ToolCall, failure, tool_calls
 from tests.chat_support import SECRET_KEY_MARKER, UPLOAD_QUESTION, write_catalog
@@ -139,6 +140,9 @@ def test_parallel_tool_calls_in_one_step_run_concurrently(model_world: World, fa
     # The configured embedding model: one whose queries take a while, like a model server's.
     settings.QUARRY_EMBEDDER = {"CLASS": "tests.embedders.GatedEmbedder", "OPTIONS": {"query_seconds": 0.3}}
     embedder = rag.default_embedder()
+    # The tenant holds vectors of the default model: move it to this one, as an operator would.
+    move = reembedding.reembed_start(tenant=model_world.acme, model="test/gated", queue=False)
+    assert reembedding.reembed_run(move.pk, seconds=None) == "done"
     async_to_sync(rag.postgres(embedder, namespace="acme").ingest)([
         rag.RAGDocument("guide", "Editors upload files in the admin. Uploads are processed in the background by workers."),
         rag.RAGDocument("modes", "Keyword search uses BM25 while semantic search compares embeddings."),

@@ -359,7 +359,13 @@ class PostgresBackend:
         sql = q.create_hnsw_index_sql(dimension)
         if not connections[self.using].in_atomic_block:
             sql = sql.replace("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS", 1)
-        with connections[self.using].cursor() as cursor:
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(sql)
+            return True
+        # Inside a caller's transaction: PostgreSQL builds no index on a table with deferred
+        # constraint checks pending, so run them now; a savepoint keeps a failure from poisoning it.
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute(sql)
         return True
 
