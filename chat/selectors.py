@@ -5,14 +5,16 @@ Synchronous: the WebSocket consumer calls them through ``database_sync_to_async`
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db import connection
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Substr
 
 from accounts.models import Tenant
-from chat.models import AgentRun, ChatSession, SessionKind, Turn, TurnRole
+from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn, TurnRole
 from chat.prompting import MemoryTurn
 from config.typed_serializers import Help
 
@@ -35,14 +37,43 @@ def chat_session_find(
     return sessions.select_related("tenant").filter(public_id=session_id).first()
 
 
-def chat_memory(*, session: ChatSession, limit: int) -> list[MemoryTurn]:
-    """The latest ``limit`` turns of ``session``, oldest first."""
-    if limit <= 0:
+def chat_memory(*, session: ChatSession, limit: int, until: int | None | object = ...) -> list[MemoryTurn]:
+    """The latest ``limit`` turns of ``session``'s thread ending at turn ``until``, oldest first.
+
+    ``until``: the turn a new question follows (None: a first question, so no memory); left
+    out, the session's current head. Versions outside the thread (a regenerated answer's
+    predecessors, the branch of an edited question) are never remembered.
+    """
+    end = session_head(session=session) if until is ... else until
+    if limit <= 0 or end is None:
         return []
-    rows = list(
-        Turn.objects.filter(tenant_id=session.tenant_id, session=session).order_by("-id").values_list("role", "content")[:limit]
-    )
-    return [{"role": role, "content": content} for role, content in reversed(rows)]  # type: ignore[typeddict-item]
+    ids = thread_ids(session=session, head=end, limit=limit)  # type: ignore[arg-type]
+    rows = {pk: (role, content) for pk, role, content in
+            Turn.objects.filter(tenant_id=session.tenant_id, session=session, pk__in=ids).values_list("pk", "role", "content")}
+    return [{"role": rows[i][0], "content": rows[i][1]} for i in reversed(ids) if i in rows]  # type: ignore[typeddict-item]
+
+
+def session_head(*, session: ChatSession) -> int | None:
+    """The id of the last turn of ``session``'s current thread, read fresh (None: no turn yet)."""
+    return ChatSession.objects.filter(pk=session.pk).values_list("head_id", flat=True).first()
+
+
+_THREAD_SQL = """
+WITH RECURSIVE thread(id, parent_id, depth) AS (
+    SELECT id, parent_id, 0 FROM chat_turn WHERE id = %s AND session_id = %s
+    UNION ALL
+    SELECT t.id, t.parent_id, thread.depth + 1 FROM chat_turn t JOIN thread ON t.id = thread.parent_id
+    WHERE thread.depth < %s
+)
+SELECT id FROM thread ORDER BY depth LIMIT %s
+"""
+
+
+def thread_ids(*, session: ChatSession, head: int, limit: int) -> list[int]:
+    """Turn ``head`` and its ancestors, newest first, at most ``limit`` (one recursive query)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_THREAD_SQL, [head, session.pk, limit, limit])
+        return [row[0] for row in cursor.fetchall()]
 
 
 # The session list shows at most this many conversations (newest first); older ones stay
@@ -52,6 +83,27 @@ SESSION_LIST_LIMIT = 100
 TRANSCRIPT_LIMIT = 200
 TITLE_PREVIEW_CHARS = 80
 UNTITLED = "New conversation"
+# What the database hands over of a first question to title it: enough past the cut for Markdown
+# markers and to know that there was more.
+TITLE_SOURCE_CHARS = 4 * TITLE_PREVIEW_CHARS
+# Leading Markdown that says nothing about the question ("# ", "> ", "- ", "1. ", fences).
+_TITLE_NOISE = re.compile(r"^(?:[#>*+\-`]+|\d+[.)])\s*")
+
+
+def title_from_prompt(prompt: str) -> str:
+    """A conversation's generated title: its first question on one line, without leading Markdown
+    markers, cut at a word boundary to at most ``TITLE_PREVIEW_CHARS`` characters (an ellipsis
+    marks the cut); "" for a question with no words. static/chat/chatux.js mirrors this rule for
+    the title shown before the list reloads."""
+    flat = " ".join(prompt.split())
+    while (m := _TITLE_NOISE.match(flat)) and m.end() > 0:
+        flat = flat[m.end():]
+    if len(flat) <= TITLE_PREVIEW_CHARS:
+        return flat
+    cut = flat[: TITLE_PREVIEW_CHARS - 1]
+    if " " in cut[TITLE_PREVIEW_CHARS // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-") + "…"
 
 
 class SessionSummary(TypedDict):
@@ -66,18 +118,36 @@ def _with_first_prompt(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]
     """Untitled sessions are named after their first question, cut in the database."""
     first_turn = (
         Turn.objects.filter(session=OuterRef("pk"), role=TurnRole.USER).order_by("id")
-        .annotate(preview=Substr("content", 1, TITLE_PREVIEW_CHARS)).values("preview")[:1]
+        .annotate(preview=Substr("content", 1, TITLE_SOURCE_CHARS)).values("preview")[:1]
     )
     first_run = (  # agent sessions keep their questions in runs
         AgentRun.objects.filter(session=OuterRef("pk")).order_by("id")
-        .annotate(preview=Substr("prompt", 1, TITLE_PREVIEW_CHARS)).values("preview")[:1]
+        .annotate(preview=Substr("prompt", 1, TITLE_SOURCE_CHARS)).values("preview")[:1]
     )
     return sessions.annotate(first_prompt=Coalesce(Subquery(first_turn), Subquery(first_run))).order_by("-updated_at", "-id")
 
 
-def chat_session_list(*, tenant: Tenant, principal: str, limit: int = SESSION_LIST_LIMIT) -> list[SessionSummary]:
-    """The caller's conversations in the tenant (chat and agent), most recently active first."""
-    rows = _with_first_prompt(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal))
+SEARCH_MAX_CHARS = 200  # a sidebar search is a few words; a bound keeps the ILIKE pattern small
+
+
+def matching(sessions: QuerySet[ChatSession], query: str) -> QuerySet[ChatSession]:
+    """The sessions whose title or any message (every version, questions and answers, agent runs too)
+    contains ``query``, case-insensitively. A blank query matches everything."""
+    words = query.split()
+    if not words:
+        return sessions
+    needle = " ".join(words)
+    in_turns = Turn.objects.filter(session=OuterRef("pk"), content__icontains=needle)
+    in_runs = AgentRun.objects.filter(session=OuterRef("pk")).filter(Q(prompt__icontains=needle) | Q(answer__icontains=needle))
+    return sessions.filter(Q(title__icontains=needle) | Exists(in_turns) | Exists(in_runs))
+
+
+def chat_session_list(
+    *, tenant: Tenant, principal: str, limit: int = SESSION_LIST_LIMIT, query: str = ""
+) -> list[SessionSummary]:
+    """The caller's conversations in the tenant (chat and agent), most recently active first; with
+    ``query``, only those whose title or messages contain it (``matching``)."""
+    rows = _with_first_prompt(matching(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal), query))
     return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
 
 
@@ -94,10 +164,11 @@ class SessionListItem(TypedDict):
 
 
 def chat_session_page(
-    *, tenant: Tenant, principal: str, kind: SessionKind | str, limit: int, offset: int
+    *, tenant: Tenant, principal: str, kind: SessionKind | str, limit: int, offset: int, query: str = ""
 ) -> tuple[int, list[SessionListItem]]:
-    """``(count, page)`` of the caller's sessions of ``kind`` in ``tenant``, newest activity first."""
-    sessions = ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind)
+    """``(count, page)`` of the caller's sessions of ``kind`` in ``tenant``, newest activity first
+    (with ``query``: only the matching ones, see ``matching``)."""
+    sessions = matching(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind), query)
     return sessions.count(), _list_items(sessions, kind, offset, offset + limit)
 
 
@@ -125,11 +196,16 @@ def _list_items(sessions: QuerySet[ChatSession], kind: str, start: int, stop: in
 
 def session_summary(row: dict[str, Any]) -> SessionSummary:
     title = row["title"]
-    derived = " ".join((row.get("first_prompt") or "").split())
+    derived = title_from_prompt(row.get("first_prompt") or "")
     return {
         "session_id": row["public_id"], "kind": row["kind"], "title": title or derived or UNTITLED,
         "titled": bool(title), "updated_at": row["updated_at"],
     }
+
+
+class TurnFeedback(TypedDict):
+    rating: Annotated[str, Help("up or down.")]
+    comment: str
 
 
 class TranscriptTurn(TypedDict):
@@ -139,6 +215,12 @@ class TranscriptTurn(TypedDict):
     model: str
     usage: dict[str, int]
     created_at: str
+    # Chat sessions (not agent runs): what answer actions and feedback address.
+    turn_id: NotRequired[Annotated[int, Help("This turn's id: regenerate (answers), edit (questions), select, feedback.")]]
+    versions: NotRequired[Annotated[list[int], Help(
+        "The ids of this turn's versions, oldest first, this one included: regenerated answers to one question, "
+        "or the edited versions of one question. Select one to make its thread the conversation.")]]
+    feedback: NotRequired[Annotated[TurnFeedback | None, Help("Answers: your feedback on it, if any.")]]
     sources: NotRequired[list[dict[str, Any]]]  # agent answers: [{source, chunk_id}], what their [n] markers mean
     stop_reason: NotRequired[str]  # an agent run that did not answer: why (or "running")
 
@@ -158,23 +240,60 @@ def chat_transcript(*, session: ChatSession, limit: int = TRANSCRIPT_LIMIT) -> T
     """
     if session.kind == SessionKind.AGENT:
         return _agent_transcript(session=session, limit=limit)
-    rows = list(
-        Turn.objects.filter(tenant_id=session.tenant_id, session=session).order_by("-id")
-        .values("role", "content", "citations", "model", "usage", "created_at")[: limit + 1]
-    )
+    head = session_head(session=session)
+    ids = thread_ids(session=session, head=head, limit=limit + 1) if head is not None else []
+    by_id = {
+        r["id"]: r for r in Turn.objects.filter(tenant_id=session.tenant_id, session=session, pk__in=ids)
+        .values("id", "parent_id", "role", "content", "citations", "model", "usage", "created_at")
+    }
+    rows = [by_id[i] for i in ids if i in by_id]
     truncated = len(rows) > limit
     rows = rows[:limit]
     if truncated and rows and rows[-1]["role"] == TurnRole.ASSISTANT:
         rows = rows[:-1]  # never start a transcript with an answer whose question was cut off
-    turns: list[TranscriptTurn] = [
-        {
+    versions = _versions(session=session, rows=rows)
+    feedback = {
+        f["turn_id"]: {"rating": f["rating"], "comment": f["comment"]}
+        for f in Feedback.objects.filter(tenant_id=session.tenant_id, session=session, turn_id__in=[r["id"] for r in rows])
+        .values("turn_id", "rating", "comment")
+    }
+    turns: list[TranscriptTurn] = []
+    for r in reversed(rows):
+        turn: TranscriptTurn = {
             "role": r["role"], "content": r["content"], "citations": list(r["citations"] or []), "model": r["model"],
             "usage": dict(r["usage"] or {}), "created_at": r["created_at"].isoformat(),
+            "turn_id": r["id"], "versions": versions.get((r["parent_id"], r["role"]), [r["id"]]),
         }
-        for r in reversed(rows)
-    ]
+        if r["role"] == TurnRole.ASSISTANT:
+            turn["feedback"] = feedback.get(r["id"])  # type: ignore[typeddict-item]
+        turns.append(turn)
     title = chat_session_summary(session=session)["title"]
     return {"session_id": session.public_id, "kind": session.kind, "title": title, "truncated": truncated, "turns": turns}
+
+
+def _versions(*, session: ChatSession, rows: list[dict[str, Any]]) -> dict[tuple[int | None, str], list[int]]:
+    """``{(parent id, role): [turn ids, oldest first]}`` for the forks the shown thread passes through."""
+    parents = {r["parent_id"] for r in rows}
+    found = Q(parent_id__in=[p for p in parents if p is not None])
+    if None in parents:
+        found |= Q(parent__isnull=True)
+    groups: dict[tuple[int | None, str], list[int]] = {}
+    for pk, parent_id, role in (
+        Turn.objects.filter(found, tenant_id=session.tenant_id, session=session).order_by("id").values_list("id", "parent_id", "role")
+    ):
+        groups.setdefault((parent_id, role), []).append(pk)
+    return groups
+
+
+def chat_turn_find(*, session: ChatSession, turn_id: Any, role: TurnRole | str | None = None) -> Turn | None:
+    """Turn ``turn_id`` of ``session`` (of ``role`` when given); None for anything else (another session's
+    turn, malformed). Precondition: ``session`` was loaded for the caller."""
+    if isinstance(turn_id, bool) or not isinstance(turn_id, int) or not 0 < turn_id < 2**63:
+        return None
+    turns = Turn.objects.filter(tenant_id=session.tenant_id, session=session, pk=turn_id)
+    if role is not None:
+        turns = turns.filter(role=role)
+    return turns.first()
 
 
 def _agent_transcript(*, session: ChatSession, limit: int) -> Transcript:
@@ -204,10 +323,10 @@ def chat_session_summary(*, session: ChatSession) -> SessionSummary:
     if not session.title:
         first_prompt = (
             Turn.objects.filter(tenant_id=session.tenant_id, session=session, role=TurnRole.USER).order_by("id")
-            .annotate(preview=Substr("content", 1, TITLE_PREVIEW_CHARS)).values_list("preview", flat=True).first()
+            .annotate(preview=Substr("content", 1, TITLE_SOURCE_CHARS)).values_list("preview", flat=True).first()
         ) or (
             AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).order_by("id")
-            .annotate(preview=Substr("prompt", 1, TITLE_PREVIEW_CHARS)).values_list("preview", flat=True).first()
+            .annotate(preview=Substr("prompt", 1, TITLE_SOURCE_CHARS)).values_list("preview", flat=True).first()
         )
     return session_summary({"public_id": session.public_id, "kind": session.kind, "title": session.title,
                             "first_prompt": first_prompt, "updated_at": session.updated_at})
