@@ -330,3 +330,23 @@ def chat_session_summary(*, session: ChatSession) -> SessionSummary:
         )
     return session_summary({"public_id": session.public_id, "kind": session.kind, "title": session.title,
                             "first_prompt": first_prompt, "updated_at": session.updated_at})
+
+
+# --- feedback ---------------------------------------------------------------------------------
+
+
+class JudgedAnswer(TypedDict):
+    feedback_id: int
+    rating: str
+    comment: str
+    question: str
+    citations: list[dict[str, Any]]
+    retrieval: dict[str, Any]
+    updated_at: datetime
+
+
+def chat_feedback_judged(*, tenant: Tenant) -> list[JudgedAnswer]:
+    """Every answer rated in ``tenant`` (all its principals), oldest first: what ``export_feedback`` writes."""
+    rows = Feedback.objects.filter(tenant=tenant).order_by("id").values(
+        "id", "rating", "comment", "question", "citations", "retrieval", "updated_at")
+    return [{"feedback_id": r.pop("id"), **r} for r in rows]  # type: ignore[typeddict-item]

@@ -245,3 +245,89 @@ def test_generated_titles_come_from_the_first_question(numbered: World) -> None:
     title = transcript(world, world.teammate, session_id)["title"]
     assert title.startswith("Where exactly") and title.endswith("…") and len(title) <= 80 and "#" not in title
     assert not title.removesuffix("…").endswith(" ")
+
+
+def test_export_feedback_writes_a_beir_folder_that_evaluate_runs_on(numbered: World, tmp_path: Any) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from knowledge.models import Document
+
+    world = numbered
+    client = world.client(world.teammate)
+    rated = []
+    for prompt, rating in ((UPLOADS, "up"), ("What does keyword search use?", "up"), ("Who processes uploads?", "down")):
+        session_id = new_session(world, world.teammate)
+        body = complete(world, world.teammate, session_id=session_id, prompt=prompt).json()
+        assert body["citations"], prompt
+        assert client.put(turns_url(session_id, body["turn_id"], "feedback"), {"rating": rating, "comment": "ok"},
+                          format="json").status_code == 200
+        rated.append((prompt, rating, body["citations"]))
+    # Another tenant's feedback never joins acme's export.
+    other = new_session(world, world.outsider)
+    theirs = complete(world, world.outsider, session_id=other, prompt="Globex upload numbers?").json()
+    world.client(world.outsider).put(turns_url(other, theirs["turn_id"], "feedback"), {"rating": "up"}, format="json")
+
+    out = tmp_path / "judged"
+    printed = StringIO()
+    call_command("export_feedback", str(out), tenant="acme", stdout=printed)
+    assert "3 judged questions (2 up, 1 down)" in printed.getvalue()
+    queries = [json.loads(line) for line in (out / "queries.jsonl").read_text().splitlines()]
+    assert [q["text"] for q in queries] == [p for p, _, _ in rated]
+    assert [q["metadata"]["rating"] for q in queries] == ["up", "up", "down"] and queries[0]["metadata"]["retrieval"]["mode"]
+    rows = [line.split("\t") for line in (out / "qrels.tsv").read_text().splitlines()]
+    assert rows[0] == ["query-id", "corpus-id", "score"]
+    expected = [[q["_id"], c["document_id"], "1" if r == "up" else "0"]
+                for q, (_, r, cites) in zip(queries, rated) for c in {c["document_id"]: c for c in cites}.values()]
+    assert rows[1:] == expected
+    corpus = {r["_id"]: r for r in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
+    assert set(corpus) == {row[1] for row in rows[1:]} and set(corpus) <= {"guide", "modes"}
+    assert "Globex" not in (out / "corpus.jsonl").read_text() and "Globex" not in (out / "queries.jsonl").read_text()
+    assert corpus["guide"]["text"].startswith("Editors upload files")
+
+    documents = Document.objects.filter(tenant=world.acme).count()
+    report = StringIO()
+    call_command("evaluate", str(out), tenant="acme", modes="keyword", fusions="rrf", json=True, stdout=report)
+    result = json.loads(report.getvalue())
+    keyword = result["modes"]["keyword"]
+    assert keyword["queries"] == 2  # the thumbs-up questions: a thumbs-down judges its documents not relevant
+    assert keyword["ndcg@10"] > 0 and keyword["recall@100"] == 1.0
+    assert Document.objects.filter(tenant=world.acme).count() == documents  # the tenant's own documents, not re-ingested
+    try:
+        call_command("export_feedback", str(out), tenant="nope")
+    except CommandError as exc:
+        assert "nope" in str(exc)
+    else:
+        raise AssertionError("an unknown tenant must be refused")
+
+
+def test_the_admin_lists_feedback_of_the_staffs_own_tenants_only(numbered: World) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    world = numbered
+    session_id = new_session(world, world.teammate)
+    ours = complete(world, world.teammate, session_id=session_id, prompt=UPLOADS).json()
+    world.client(world.teammate).put(turns_url(session_id, ours["turn_id"], "feedback"),
+                                     {"rating": "down", "comment": "Too short"}, format="json")
+    other = new_session(world, world.outsider)
+    theirs = complete(world, world.outsider, session_id=other, prompt="Globex board numbers?").json()
+    world.client(world.outsider).put(turns_url(other, theirs["turn_id"], "feedback"), {"rating": "up", "comment": "Globex secret"},
+                                     format="json")
+    User.objects.filter(pk__in=[world.editor.pk, world.teammate.pk, world.outsider.pk]).update(is_staff=True)
+    editor = Client()
+    editor.force_login(User.objects.get(pk=world.editor.pk))
+    listing = editor.get("/admin/chat/feedback/")
+    assert listing.status_code == 200
+    page = listing.content.decode()
+    assert UPLOADS in page and "Too short" in page and "Globex" not in page
+    mine, = Feedback.objects.filter(tenant=world.acme)
+    detail = editor.get(f"/admin/chat/feedback/{mine.pk}/change/").content.decode()
+    assert ours["citations"][0]["chunk_id"] in detail and "hybrid" in detail
+    foreign = Feedback.objects.get(tenant=world.globex)
+    assert editor.get(f"/admin/chat/feedback/{foreign.pk}/change/").status_code == 302  # "no such object"
+    reader = Client()
+    reader.force_login(User.objects.get(pk=world.teammate.pk))  # staff, but only a reader of acme
+    assert reader.get("/admin/chat/feedback/").status_code == 403
