@@ -11,7 +11,8 @@ from typing import Annotated, Any, NotRequired, TypedDict
 
 from django.db import connection
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Substr
+from django.db.models import Value
+from django.db.models.functions import Coalesce, Greatest, Lower, StrIndex, Substr
 
 from accounts.models import Tenant
 from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn, TurnRole
@@ -112,6 +113,7 @@ class SessionSummary(TypedDict):
     title: str
     titled: bool  # False: ``title`` is derived (first question or UNTITLED), not chosen by the user
     updated_at: datetime
+    match: NotRequired[str]  # a search's hit: the words in their message, with some text around them
 
 
 def _with_first_prompt(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
@@ -127,6 +129,7 @@ def _with_first_prompt(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]
     return sessions.annotate(first_prompt=Coalesce(Subquery(first_turn), Subquery(first_run))).order_by("-updated_at", "-id")
 
 
+MATCH_BEFORE_CHARS, MATCH_CHARS = 40, 140
 SEARCH_MAX_CHARS = 200  # a sidebar search is a few words; a bound keeps the ILIKE pattern small
 
 
@@ -148,7 +151,22 @@ def chat_session_list(
     """The caller's conversations in the tenant (chat and agent), most recently active first; with
     ``query``, only those whose title or messages contain it (``matching``)."""
     rows = _with_first_prompt(matching(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal), query))
-    return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
+    needle = " ".join(query.split())
+    if not needle:
+        return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
+    # Where the words occur in the newest matching message: a window of text around them, cut in the database.
+    at = StrIndex(Lower("content"), Value(needle.lower()))
+    excerpt = (
+        Turn.objects.filter(session=OuterRef("pk"), content__icontains=needle).order_by("-id")
+        .annotate(excerpt=Substr("content", Greatest(at - MATCH_BEFORE_CHARS, 1), MATCH_CHARS)).values("excerpt")[:1]
+    )
+    found = []
+    for row in rows.annotate(match=Subquery(excerpt)).values("public_id", "kind", "title", "first_prompt", "updated_at", "match")[:limit]:
+        summary = session_summary(row)
+        if row["match"]:
+            summary["match"] = " ".join(row["match"].split())
+        found.append(summary)
+    return found
 
 
 class SessionListItem(TypedDict):

@@ -234,6 +234,8 @@ def test_conversation_search_finds_titles_and_messages_of_the_callers_own_sessio
     page = browser.get("/chat/sessions", {"q": "walrus", "tenant": "acme"})
     assert page.status_code == 200 and [s["session_id"] for s in page.json()["sessions"]] == [named, mine]
     assert page.json()["sessions"][1]["title"] == "Where do the Walrus reports live?"
+    assert page.json()["sessions"][1]["match"] == "Where do the Walrus reports live?"
+    assert "match" not in page.json()["sessions"][0]  # found by its title only
     assert browser.get("/chat/sessions", {"q": "x" * 201, "tenant": "acme"}).status_code == 400
 
 
