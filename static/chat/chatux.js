@@ -149,8 +149,8 @@
 
   function feedbackControls(answer) {
     var box = make("span", "feedback");
-    var up = button("small feedback-up", "👍", "Good answer");
-    var down = button("small feedback-down", "👎", "Bad answer");
+    var up = button("small feedback-up", "Good", "Good answer");
+    var down = button("small feedback-down", "Bad", "Bad answer");
     var form = make("form", "feedback-form");
     form.hidden = true;
     var id = "feedback-comment-" + answer.turnId;
