@@ -141,6 +141,9 @@ def test_actions_refuse_wrong_turns_and_bad_input(numbered: World) -> None:
     for bad in ("abc", "0", "-1", "99999999999999999999", str(answer + 1000)):
         response = client.post(f"/v1/chat/sessions/{session_id}/turns/{bad}/regenerate", {}, format="json")
         assert response.status_code == 404 and response.json()["error"] == "not_found", bad
+    assert client.post(turns_url(session_id, answer, "select")).status_code == 200  # no body at all
+    for body in ([1], {"turn": 1}):
+        assert client.post(turns_url(session_id, answer, "select"), body, format="json").status_code == 400, body
     assert Turn.objects.filter(session__public_id=session_id).count() == 2
 
 

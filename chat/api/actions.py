@@ -186,7 +186,8 @@ class SelectApi(APIView):
                    summary="Make the thread through this version the conversation (flip between versions)")
     def post(self, request: Request, session_id: str, turn_id: str) -> Response:
         ctx = resolve_tenant_context(request)
-        TenantOnlySerializer(data=request.data if isinstance(request.data, dict) else None).is_valid(raise_exception=True)
+        data = request.data  # no body at all parses to an empty form; JSON null or a list is refused
+        TenantOnlySerializer(data={} if hasattr(data, "getlist") and not data else data).is_valid(raise_exception=True)
         session = _session(ctx, session_id)
         chat_turn_select(session=session, turn=_turn(session, turn_id, None))
         return Response(chat_transcript(session=session), headers={"Cache-Control": NO_STORE})
