@@ -5,6 +5,7 @@ Synchronous: the WebSocket consumer calls them through ``database_sync_to_async`
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Annotated, Any, NotRequired, TypedDict
@@ -45,13 +46,10 @@ def chat_memory(*, session: ChatSession, limit: int, until: int | None | object 
     out, the session's current head. Versions outside the thread (a regenerated answer's
     predecessors, the branch of an edited question) are never remembered.
     """
-    end = session_head(session=session) if until is ... else until
-    if limit <= 0 or end is None:
+    if limit <= 0 or until is None:
         return []
-    ids = thread_ids(session=session, head=end, limit=limit)  # type: ignore[arg-type]
-    rows = {pk: (role, content) for pk, role, content in
-            Turn.objects.filter(tenant_id=session.tenant_id, session=session, pk__in=ids).values_list("pk", "role", "content")}
-    return [{"role": rows[i][0], "content": rows[i][1]} for i in reversed(ids) if i in rows]  # type: ignore[typeddict-item]
+    turns = thread(session=session, head=None if until is ... else until, limit=limit)  # type: ignore[arg-type]
+    return [{"role": t["role"], "content": t["content"]} for t in reversed(turns)]  # type: ignore[typeddict-item]
 
 
 def session_head(*, session: ChatSession) -> int | None:
@@ -59,22 +57,61 @@ def session_head(*, session: ChatSession) -> int | None:
     return ChatSession.objects.filter(pk=session.pk).values_list("head_id", flat=True).first()
 
 
+# The thread: from its last turn up through the parents, newest first, in one query (the recursion
+# stops at the depth asked for; each step is a primary-key lookup). ``{start}`` is the first turn:
+# a given one of the session, or the session's head read in the same statement. Each turn comes
+# with its versions (the turns of its role with its parent, through the parent's index) and the
+# feedback on it, if any.
 _THREAD_SQL = """
 WITH RECURSIVE thread(id, parent_id, depth) AS (
-    SELECT id, parent_id, 0 FROM chat_turn WHERE id = %s AND session_id = %s
+    {start}
     UNION ALL
     SELECT t.id, t.parent_id, thread.depth + 1 FROM chat_turn t JOIN thread ON t.id = thread.parent_id
-    WHERE thread.depth < %s
+    WHERE thread.depth + 1 < %s
 )
-SELECT id FROM thread ORDER BY depth LIMIT %s
+SELECT t.id, t.parent_id, t.role, t.content, t.citations::text, t.model, t.usage::text, t.created_at,
+       f.rating, f.comment,
+       CASE WHEN t.parent_id IS NULL
+            THEN (SELECT array_agg(v.id ORDER BY v.id) FROM chat_turn v
+                  WHERE v.session_id = t.session_id AND v.parent_id IS NULL AND v.role = t.role)
+            ELSE (SELECT array_agg(v.id ORDER BY v.id) FROM chat_turn v WHERE v.parent_id = t.parent_id AND v.role = t.role)
+       END
+FROM thread JOIN chat_turn t ON t.id = thread.id LEFT JOIN chat_feedback f ON f.turn_id = t.id
+ORDER BY thread.depth
 """
+_GIVEN_START = "SELECT id, parent_id, 0 FROM chat_turn WHERE id = %s AND session_id = %s"
+_HEAD_START = "SELECT t.id, t.parent_id, 0 FROM chat_chatsession s JOIN chat_turn t ON t.id = s.head_id WHERE s.id = %s"
 
 
-def thread_ids(*, session: ChatSession, head: int, limit: int) -> list[int]:
-    """Turn ``head`` and its ancestors, newest first, at most ``limit`` (one recursive query)."""
+class ThreadTurn(TypedDict):
+    id: int
+    parent_id: int | None
+    role: str
+    content: str
+    citations: list[dict[str, Any]]
+    model: str
+    usage: dict[str, int]
+    created_at: datetime
+    feedback: TurnFeedback | None
+    versions: list[int]  # this turn's versions, oldest first, itself included
+
+
+def thread(*, session: ChatSession, head: int | None, limit: int) -> list[ThreadTurn]:
+    """Turn ``head`` (None: the session's current head, read fresh) and its ancestors, newest first,
+    at most ``limit``, each with its versions and the feedback on it."""
+    if head is None:
+        sql, params = _THREAD_SQL.format(start=_HEAD_START), [session.pk, limit]
+    else:
+        sql, params = _THREAD_SQL.format(start=_GIVEN_START), [head, session.pk, limit]
     with connection.cursor() as cursor:
-        cursor.execute(_THREAD_SQL, [head, session.pk, limit, limit])
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        {"id": pk, "parent_id": parent, "role": role, "content": content, "citations": json.loads(citations or "[]"),
+         "model": model, "usage": json.loads(usage or "{}"), "created_at": created,
+         "feedback": {"rating": rating, "comment": comment} if rating else None, "versions": list(versions or [pk])}
+        for pk, parent, role, content, citations, model, usage, created, rating, comment, versions in rows
+    ]
 
 
 # The session list shows at most this many conversations (newest first); older ones stay
@@ -258,49 +295,23 @@ def chat_transcript(*, session: ChatSession, limit: int = TRANSCRIPT_LIMIT) -> T
     """
     if session.kind == SessionKind.AGENT:
         return _agent_transcript(session=session, limit=limit)
-    head = session_head(session=session)
-    ids = thread_ids(session=session, head=head, limit=limit + 1) if head is not None else []
-    by_id = {
-        r["id"]: r for r in Turn.objects.filter(tenant_id=session.tenant_id, session=session, pk__in=ids)
-        .values("id", "parent_id", "role", "content", "citations", "model", "usage", "created_at")
-    }
-    rows = [by_id[i] for i in ids if i in by_id]
+    rows = thread(session=session, head=None, limit=limit + 1)
     truncated = len(rows) > limit
     rows = rows[:limit]
     if truncated and rows and rows[-1]["role"] == TurnRole.ASSISTANT:
         rows = rows[:-1]  # never start a transcript with an answer whose question was cut off
-    versions = _versions(session=session, rows=rows)
-    feedback = {
-        f["turn_id"]: {"rating": f["rating"], "comment": f["comment"]}
-        for f in Feedback.objects.filter(tenant_id=session.tenant_id, session=session, turn_id__in=[r["id"] for r in rows])
-        .values("turn_id", "rating", "comment")
-    }
     turns: list[TranscriptTurn] = []
     for r in reversed(rows):
         turn: TranscriptTurn = {
             "role": r["role"], "content": r["content"], "citations": list(r["citations"] or []), "model": r["model"],
             "usage": dict(r["usage"] or {}), "created_at": r["created_at"].isoformat(),
-            "turn_id": r["id"], "versions": versions.get((r["parent_id"], r["role"]), [r["id"]]),
+            "turn_id": r["id"], "versions": r["versions"],
         }
         if r["role"] == TurnRole.ASSISTANT:
-            turn["feedback"] = feedback.get(r["id"])  # type: ignore[typeddict-item]
+            turn["feedback"] = r["feedback"]
         turns.append(turn)
     title = chat_session_summary(session=session)["title"]
     return {"session_id": session.public_id, "kind": session.kind, "title": title, "truncated": truncated, "turns": turns}
-
-
-def _versions(*, session: ChatSession, rows: list[dict[str, Any]]) -> dict[tuple[int | None, str], list[int]]:
-    """``{(parent id, role): [turn ids, oldest first]}`` for the forks the shown thread passes through."""
-    parents = {r["parent_id"] for r in rows}
-    found = Q(parent_id__in=[p for p in parents if p is not None])
-    if None in parents:
-        found |= Q(parent__isnull=True)
-    groups: dict[tuple[int | None, str], list[int]] = {}
-    for pk, parent_id, role in (
-        Turn.objects.filter(found, tenant_id=session.tenant_id, session=session).order_by("id").values_list("id", "parent_id", "role")
-    ):
-        groups.setdefault((parent_id, role), []).append(pk)
-    return groups
 
 
 def chat_turn_find(*, session: ChatSession, turn_id: Any, role: TurnRole | str | None = None) -> Turn | None:
