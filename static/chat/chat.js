@@ -232,7 +232,11 @@
         }
         return;
       case "cancelled":
-        if (forPending) finishPending("stopped", "Stopped. This answer was not saved.");
+        if (forPending) {
+          finishPending("stopped", "Stopped. This answer was not saved.");
+          // A stopped regenerate or edit stored nothing: bring back the conversation as it was.
+          if (pending.action) requestHistory(state.sessionId, false);
+        }
         return;
       case "error":
         if (forPending) {
