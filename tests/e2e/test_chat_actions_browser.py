@@ -67,6 +67,7 @@ def replies(model: FakeOpenAI) -> FakeOpenAI:
         return CODE_ANSWER if "code" in question.lower() else f"Answer {n}: editors upload files [1]."
 
     model.chat_reply = reply
+    model.chat_chunk_delay = 0.0
     return model
 
 
@@ -139,7 +140,9 @@ def test_copy_regenerate_flip_between_versions_and_rate_an_answer(
     assert watch.errors == [] and watch.dialogs == []
 
 
-def test_edit_and_resend_continues_from_the_edited_question(corpus: World, context: BrowserContext, tmp_path: Path) -> None:
+def test_edit_and_resend_continues_from_the_edited_question(
+    corpus: World, replies: FakeOpenAI, context: BrowserContext, tmp_path: Path
+) -> None:
     watch = Watch()
     page = watch.attach(context.new_page())
     sign_in(page)
@@ -163,6 +166,17 @@ def test_edit_and_resend_continues_from_the_edited_question(corpus: World, conte
         ["What are uploads?", "Who processes them?", "How long does it take?"])
     assert Turn.objects.count() == 8
     page.screenshot(path=tmp_path / "edited.png", full_page=True)
+
+    # A regenerate stopped halfway stores nothing, and the answer it was replacing comes back.
+    replies.chat_chunk_delay = 0.5
+    last = page.locator(".message-assistant").last
+    last.get_by_role("button", name="Answer this question again").click()
+    expect(page.get_by_role("button", name="Stop")).to_be_enabled()
+    page.get_by_role("button", name="Stop").click()
+    expect(answers(page)).to_have_text(["Answer 1: editors upload files [1].", "Answer 2: editors upload files [1].",
+                                        "Answer 3: editors upload files [1]."])
+    expect(page.locator(".message-assistant .version-label")).to_have_count(0)
+    assert Turn.objects.count() == 8
     assert watch.errors == [] and watch.dialogs == []
 
 
