@@ -12,6 +12,12 @@ Client -> server (JSON text frames; ``request_id`` is optional and echoed back):
   {"type": "cancel"}                                   stop the answer being written.
   {"type": "history", "session_id": str, "tenant": str | null}
       the finished turns of a session (after a reconnect, or when opening it).
+  {"type": "regenerate", "session_id": str, "turn_id": int, "tenant": str | null}
+      answer again the question that answer ``turn_id`` answered (chat sessions; the old answer stays a version).
+  {"type": "edit", "session_id": str, "turn_id": int, "prompt": str, "tenant": str | null}
+      ask question ``turn_id`` again as ``prompt``; the conversation continues from the new version.
+  {"type": "select", "session_id": str, "turn_id": int, "tenant": str | null}
+      make the thread through that version the conversation; answered with a ``history`` frame.
 
 Server -> client: {"event": <name>, "data": {...}, "request_id": str | null}
   session      {session_id, kind, created}        first frame of every admitted ask
@@ -51,10 +57,10 @@ from accounts.access import TenantContext, tenant_context_for_user
 from chat.agent import agent_stream
 from chat.agent.events import AgentEvent
 from chat.events import ERRORS, ChatEvent
-from chat.models import ChatSession, SessionKind
-from chat.pipeline import answer_stream
-from chat.services import chat_session_create
-from chat.selectors import chat_session_find, chat_transcript
+from chat.models import ChatSession, SessionKind, TurnRole
+from chat.pipeline import Branch, answer_stream
+from chat.services import chat_session_create, chat_turn_select
+from chat.selectors import chat_session_find, chat_transcript, chat_turn_find
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -98,6 +104,20 @@ def _create_session(ctx: TenantContext, kind: str) -> ChatSession:
 
 _find_session = database_sync_to_async(chat_session_find)
 _transcript = database_sync_to_async(chat_transcript)
+
+
+_find_turn = database_sync_to_async(chat_turn_find)
+_select_turn = database_sync_to_async(chat_turn_select)
+
+
+def _checked_prompt(prompt: Any) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise Refused("invalid", "Type a question first.")
+    if len(prompt) > limits.MAX_QUERY_CHARS:
+        raise Refused("invalid", f"The question is too long: at most {limits.MAX_QUERY_CHARS:,} characters.")
+    if limits.CONTROL_RE.search(prompt) or limits.UNSTORABLE_RE.search(prompt):
+        raise Refused("invalid", "The question holds characters that are not text (NUL or other control characters).")
+    return prompt
 
 
 class Refused(Exception):
@@ -145,9 +165,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         request_id = content.get("request_id")
         if not isinstance(request_id, str) or len(request_id) > MAX_REQUEST_ID_CHARS:
             request_id = None
-        handler = {"ask": self._ask, "cancel": self._cancel, "history": self._history}.get(content.get("type"))
+        handler = {"ask": self._ask, "cancel": self._cancel, "history": self._history, "regenerate": self._regenerate,
+                   "edit": self._edit, "select": self._select}.get(content.get("type"))
         if handler is None:
-            await self._error(request_id, "invalid", 'Unknown message type: expected "ask", "cancel" or "history".')
+            await self._error(request_id, "invalid",
+                              'Unknown message type: expected "ask", "cancel", "history", "regenerate", "edit" or "select".')
             return
         try:
             await handler(content, request_id)
@@ -165,13 +187,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _ask(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
-        prompt = message.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise Refused("invalid", "Type a question first.")
-        if len(prompt) > limits.MAX_QUERY_CHARS:
-            raise Refused("invalid", f"The question is too long: at most {limits.MAX_QUERY_CHARS:,} characters.")
-        if limits.CONTROL_RE.search(prompt) or limits.UNSTORABLE_RE.search(prompt):
-            raise Refused("invalid", "The question holds characters that are not text (NUL or other control characters).")
+        prompt = _checked_prompt(message.get("prompt"))
         mode = message.get("mode", SessionKind.CHAT)
         if mode not in SessionKind.values:
             raise Refused("invalid", 'mode must be "chat" or "agent".')
@@ -184,6 +200,44 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
         self.answering = asyncio.create_task(self._forward(STREAMS[mode](session=session, prompt=prompt), request_id))
+
+    async def _chat_turn(self, message: dict[str, Any], role: TurnRole | None) -> tuple[ChatSession, Any]:
+        """The caller's chat session and its turn named by the message (of ``role``), or ``not_found``."""
+        ctx = await self._tenant(message.get("tenant"))
+        session = await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=message.get("session_id"),
+                                      kind=SessionKind.CHAT)
+        if session is None:
+            raise Refused("not_found")
+        turn = await _find_turn(session=session, turn_id=message.get("turn_id"), role=role)
+        if turn is None:
+            raise Refused("not_found")
+        return session, turn
+
+    async def _regenerate(self, message: dict[str, Any], request_id: str | None) -> None:
+        if self.answering is not None and not self.answering.done():
+            raise Refused("busy")
+        session, answer_turn = await self._chat_turn(message, TurnRole.ASSISTANT)
+        question = await _find_turn(session=session, turn_id=answer_turn.parent_id, role=TurnRole.USER)
+        if question is None:  # pragma: no cover - every stored answer follows its question
+            raise Refused("not_found")
+        await self._answer(session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk), request_id)
+
+    async def _edit(self, message: dict[str, Any], request_id: str | None) -> None:
+        if self.answering is not None and not self.answering.done():
+            raise Refused("busy")
+        prompt = _checked_prompt(message.get("prompt"))
+        session, question = await self._chat_turn(message, TurnRole.USER)
+        await self._answer(session, prompt, Branch(parent_id=question.parent_id), request_id)
+
+    async def _select(self, message: dict[str, Any], request_id: str | None) -> None:
+        session, turn = await self._chat_turn(message, None)
+        await _select_turn(session=session, turn=turn)
+        await self._send("history", await _transcript(session=session), request_id)
+
+    async def _answer(self, session: ChatSession, prompt: str, branch: Branch, request_id: str | None) -> None:
+        await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": False}, request_id)
+        self.answering_request, self.answering_session = request_id, session.public_id
+        self.answering = asyncio.create_task(self._forward(answer_stream(session=session, prompt=prompt, branch=branch), request_id))
 
     async def _cancel(self, message: dict[str, Any], request_id: str | None) -> None:
         """Stop the answer in flight; an answer that already finished is left as it is (no reply)."""

@@ -119,6 +119,8 @@ class CompletedData(TypedDict):
     citations: Annotated[list[Citation], Help("The passages the answer cites, in order of first use: its marker [n] is the n-th.")]
     also_retrieved: Annotated[list[Citation], Help("Passages retrieved and given to the model but not cited, in retrieval order.")]
     graph_search: NotRequired[Annotated[GraphSearchDiagnostics, Help("Present when graph search was requested.")]]
+    turn_id: Annotated[int, Help("The stored answer's turn id (regenerate, select, feedback: /v1/chat/sessions/{id}/turns/...).")]
+    prompt_turn_id: Annotated[int, Help("The question's turn id (edit); a regenerated answer's is the question answered again.")]
 
 
 class ErrorData(TypedDict):

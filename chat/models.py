@@ -44,6 +44,8 @@ class ChatSession(models.Model):
     public_id = models.CharField(max_length=40, unique=True, default=new_session_id, editable=False)
     kind = models.CharField(max_length=8, choices=SessionKind.choices, default=SessionKind.CHAT)
     title = models.CharField(max_length=200, blank=True)
+    # The last turn of the thread shown as the conversation (see ``Turn``); None: no turn yet.
+    head = models.ForeignKey("chat.Turn", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -63,15 +65,30 @@ class ChatSession(models.Model):
 
 
 class Turn(models.Model):
-    """One message of a conversation. Only completed exchanges are stored (a user turn and its answer)."""
+    """One message of a conversation. Only completed exchanges are stored (a user turn and its answer).
+
+    The turns of a session form a tree through ``parent``, the turn this one follows:
+    an answer's parent is the question it answers; a question's parent is the answer it
+    follows (None for a first question). Turns of one role sharing a parent are
+    *versions* of each other: answers regenerated for one question, or a question edited
+    and resent (with the answers that followed). Nothing is ever overwritten or dropped:
+    ``ChatSession.head`` names the last turn of the thread shown as the conversation, and
+    the thread is ``head`` and its ancestors; choosing another version moves ``head``
+    to the newest turn below it (``chat.services.chat_turn_select``). Memory given to
+    the model follows the thread only.
+    """
 
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="turns")
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
     role = models.CharField(max_length=16, choices=TurnRole.choices)
     content = models.TextField()
     citations = models.JSONField(default=list, blank=True)  # [{document_id, chunk_id, score}] in retrieval order
     usage = models.JSONField(default=dict, blank=True)  # {prompt_tokens, completion_tokens, total_tokens}
     model = models.CharField(max_length=300, blank=True)  # "<provider>/<provider model>" that answered
+    # Answers: how their passages were retrieved ({mode, fusion, fusion_weight, graph_search, top_k,
+    # min_similarity, embedding_model}), kept so feedback can say what was judged.
+    retrieval = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -79,12 +96,57 @@ class Turn(models.Model):
             # The latest turns of a session, newest first (conversation memory, transcripts).
             models.Index(fields=["session", "-id"], name="turn_session_latest"),
         ]
+        # (parent's own index, made for the foreign key, serves versions and subtrees: WHERE parent_id = ...)
         constraints = [
             models.CheckConstraint(condition=Q(role__in=TurnRole.values), name="turn_role_valid"),
         ]
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.role}:{self.pk}"
+
+
+class FeedbackRating(models.TextChoices):
+    UP = "up", "Thumbs up"
+    DOWN = "down", "Thumbs down"
+
+
+FEEDBACK_COMMENT_MAX_CHARS = 2000
+
+
+class Feedback(models.Model):
+    """A reader's judgement of one answer (at most one per answer; giving it again replaces it).
+
+    ``question``, ``citations`` and ``retrieval`` are copies taken when the feedback is
+    given: what was judged stays known even if the documents change later. Deleting the
+    conversation deletes its feedback (the question is the reader's words).
+    """
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="feedback")
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="feedback")
+    principal = models.CharField(max_length=100)
+    rating = models.CharField(max_length=8, choices=FeedbackRating.choices)
+    comment = models.TextField(blank=True)
+    question = models.TextField()
+    answer = models.TextField(blank=True)
+    citations = models.JSONField(default=list, blank=True)  # the answer's [{document_id, chunk_id, score}]
+    retrieval = models.JSONField(default=dict, blank=True)  # the answer's retrieval settings (Turn.retrieval)
+    model = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "feedback"
+        indexes = [
+            # A tenant's feedback, newest first (the admin list, export_feedback).
+            models.Index(fields=["tenant", "-updated_at"], name="feedback_tenant_recent"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(rating__in=FeedbackRating.values), name="feedback_rating_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_rating_display()} on {self.session_id}:{self.turn_id}"
 
 
 # --- the retrieval agent ----------------------------------------------------------------------

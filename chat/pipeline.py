@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing, nullcontext
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.conf import settings
@@ -42,7 +43,7 @@ from chat.llm import CatalogError, Finished, ModelUnavailable, ReasoningDelta, T
 from chat.llm.selection import passage_similarities
 from chat.models import ChatSession
 from chat.prompting import CitationMarkers, build_messages
-from chat.selectors import chat_memory
+from chat.selectors import chat_memory, session_head
 from chat.services import chat_exchange_record
 from config.db import db_step
 from knowledge import rag
@@ -126,6 +127,36 @@ def citation_of(hit: rag.RAGHit) -> Citation:
     return citation
 
 
+@dataclass(frozen=True)
+class Branch:
+    """Where a new answer goes in the conversation's tree (see ``chat.models.Turn``).
+
+    ``parent_id``: the turn the question follows; its thread is the memory (None: a first
+    question, no memory). ``question_id``: regenerate, answer this stored question of the
+    session again (then ``parent_id`` is that question's parent). Edit-and-resend is a new
+    question with the edited question's parent. Built by the caller from turns it found
+    through ``chat.selectors.chat_turn_find`` for the caller's session.
+    """
+
+    parent_id: int | None
+    question_id: int | None = None
+
+
+def retrieval_settings(*, service: Any, graph: bool, fusion: rag.Fusion | str | None, fusion_weight: float | None) -> dict[str, Any]:
+    """What an answer's retrieval was asked to do, resolved against the server's defaults (kept with
+    the answer, and copied into feedback on it)."""
+    hybrid = service.embedder is not None
+    return {
+        "mode": (rag.SearchMode.HYBRID if hybrid else rag.SearchMode.KEYWORD).value,
+        "graph_search": graph and hybrid,
+        "fusion": (rag.Fusion.RRF if graph else rag.Fusion.parse(fusion) if fusion else service.fusion).value if hybrid else None,
+        "fusion_weight": (service.fusion_weight if fusion_weight is None else fusion_weight) if hybrid else None,
+        "top_k": settings.QUARRY_CHAT_RETRIEVAL_TOP_K,
+        "min_similarity": settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY,
+        "embedding_model": rag.types.declared_model_id(service.embedder) if hybrid else None,
+    }
+
+
 async def answer_stream(
     *,
     session: ChatSession,
@@ -134,6 +165,7 @@ async def answer_stream(
     graph_search: bool | None = None,
     fusion: rag.Fusion | str | None = None,
     fusion_weight: float | None = None,
+    branch: Branch | None = None,
 ) -> AsyncIterator[ChatEvent]:
     """Answer ``prompt`` in ``session``, as events (see ``chat.events``).
 
@@ -141,12 +173,20 @@ async def answer_stream(
     (with ``session.tenant`` available); ``prompt`` is non-blank and within the
     search bounds (16,384 characters). The exchange is stored only when the
     answer completed. Cancelling the consumer (a client that disconnects)
-    closes the model stream and stores nothing.
+    closes the model stream and stores nothing. ``branch``: where the exchange
+    goes in the conversation (regenerate, edit); None continues the current thread.
     """
     started = time.monotonic()
     # The views load the session with its tenant; anything else pays one query.
     tenant = session.tenant if ChatSession.tenant.is_cached(session) else await db_step(lambda: session.tenant)
     wants_graph = settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search
+    try:
+        if branch is None:
+            branch = Branch(parent_id=await db_step(session_head, session=session))
+    except DatabaseError as exc:
+        logger.error("chat memory unavailable: %s", type(exc).__name__)
+        yield _error("database_unavailable")
+        return
     try:
         hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight)
     except RetrievalFailed as exc:
@@ -157,7 +197,7 @@ async def answer_stream(
     finished: Finished | None = None
     markers = CitationMarkers(len(hits))
     try:
-        memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS)
+        memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS, until=branch.parent_id)
         messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
         # The offline model scores sentences with the similarities retrieval has just computed
         # instead of embedding them again (chat.llm.selection); a hosted model never sees them.
@@ -214,10 +254,13 @@ async def answer_stream(
     yield {"event": "citations", "data": citations_data}
 
     usage = cast(Usage, finished.usage.as_dict())
+    used = retrieval_settings(service=rag.tenant_service(tenant.slug), graph=bool(wants_graph), fusion=fusion,
+                              fusion_weight=fusion_weight)
     try:
-        await db_step(
+        question, stored = await db_step(
             chat_exchange_record, session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
-            model=f"{finished.provider}/{finished.provider_model}",
+            model=f"{finished.provider}/{finished.provider_model}", parent_id=branch.parent_id,
+            question_id=branch.question_id, retrieval=used,
         )
     except DatabaseError as exc:
         logger.error("chat exchange not stored: %s", type(exc).__name__)
@@ -227,7 +270,7 @@ async def answer_stream(
         "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
         "finish_reason": finished.finish_reason, "usage": usage, "retry_count": finished.retry_count,
         "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
-        "also_retrieved": also_retrieved,
+        "also_retrieved": also_retrieved, "turn_id": stored.pk, "prompt_turn_id": question.pk,
     }
     if graph is not None:
         completed["graph_search"] = graph
@@ -243,13 +286,13 @@ async def answer_stream(
 
 async def answer(
     *, session: ChatSession, prompt: str, template: str = "default", graph_search: bool | None = None,
-    fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
+    fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None, branch: Branch | None = None,
 ) -> ChatResponse:
     """``answer_stream`` collected into the JSON response; raises ``ChatFailed`` on an ``error`` event."""
     parts: list[str] = []
     completed: CompletedData | None = None
     async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search,
-                                      fusion=fusion, fusion_weight=fusion_weight)) as events:
+                                      fusion=fusion, fusion_weight=fusion_weight, branch=branch)) as events:
         async for event in events:
             if event["event"] == "text_delta":
                 parts.append(event["data"]["text"])

@@ -5,14 +5,18 @@ Synchronous: the WebSocket consumer calls them through ``database_sync_to_async`
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Substr
+from django.db import connection
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Value
+from django.db.models.functions import Coalesce, Greatest, Lower, StrIndex, Substr
 
 from accounts.models import Tenant
-from chat.models import AgentRun, ChatSession, SessionKind, Turn, TurnRole
+from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn, TurnRole
 from chat.prompting import MemoryTurn
 from config.typed_serializers import Help
 
@@ -35,14 +39,79 @@ def chat_session_find(
     return sessions.select_related("tenant").filter(public_id=session_id).first()
 
 
-def chat_memory(*, session: ChatSession, limit: int) -> list[MemoryTurn]:
-    """The latest ``limit`` turns of ``session``, oldest first."""
-    if limit <= 0:
+def chat_memory(*, session: ChatSession, limit: int, until: int | None | object = ...) -> list[MemoryTurn]:
+    """The latest ``limit`` turns of ``session``'s thread ending at turn ``until``, oldest first.
+
+    ``until``: the turn a new question follows (None: a first question, so no memory); left
+    out, the session's current head. Versions outside the thread (a regenerated answer's
+    predecessors, the branch of an edited question) are never remembered.
+    """
+    if limit <= 0 or until is None:
         return []
-    rows = list(
-        Turn.objects.filter(tenant_id=session.tenant_id, session=session).order_by("-id").values_list("role", "content")[:limit]
-    )
-    return [{"role": role, "content": content} for role, content in reversed(rows)]  # type: ignore[typeddict-item]
+    turns = thread(session=session, head=None if until is ... else until, limit=limit)  # type: ignore[arg-type]
+    return [{"role": t["role"], "content": t["content"]} for t in reversed(turns)]  # type: ignore[typeddict-item]
+
+
+def session_head(*, session: ChatSession) -> int | None:
+    """The id of the last turn of ``session``'s current thread, read fresh (None: no turn yet)."""
+    return ChatSession.objects.filter(pk=session.pk).values_list("head_id", flat=True).first()
+
+
+# The thread: from its last turn up through the parents, newest first, in one query (the recursion
+# stops at the depth asked for; each step is a primary-key lookup). ``{start}`` is the first turn:
+# a given one of the session, or the session's head read in the same statement. Each turn comes
+# with its versions (the turns of its role with its parent, through the parent's index) and the
+# feedback on it, if any.
+_THREAD_SQL = """
+WITH RECURSIVE thread(id, parent_id, depth) AS (
+    {start}
+    UNION ALL
+    SELECT t.id, t.parent_id, thread.depth + 1 FROM chat_turn t JOIN thread ON t.id = thread.parent_id
+    WHERE thread.depth + 1 < %s
+)
+SELECT t.id, t.parent_id, t.role, t.content, t.citations::text, t.model, t.usage::text, t.created_at,
+       f.rating, f.comment,
+       CASE WHEN t.parent_id IS NULL
+            THEN (SELECT array_agg(v.id ORDER BY v.id) FROM chat_turn v
+                  WHERE v.session_id = t.session_id AND v.parent_id IS NULL AND v.role = t.role)
+            ELSE (SELECT array_agg(v.id ORDER BY v.id) FROM chat_turn v WHERE v.parent_id = t.parent_id AND v.role = t.role)
+       END
+FROM thread JOIN chat_turn t ON t.id = thread.id LEFT JOIN chat_feedback f ON f.turn_id = t.id
+ORDER BY thread.depth
+"""
+_GIVEN_START = "SELECT id, parent_id, 0 FROM chat_turn WHERE id = %s AND session_id = %s"
+_HEAD_START = "SELECT t.id, t.parent_id, 0 FROM chat_chatsession s JOIN chat_turn t ON t.id = s.head_id WHERE s.id = %s"
+
+
+class ThreadTurn(TypedDict):
+    id: int
+    parent_id: int | None
+    role: str
+    content: str
+    citations: list[dict[str, Any]]
+    model: str
+    usage: dict[str, int]
+    created_at: datetime
+    feedback: TurnFeedback | None
+    versions: list[int]  # this turn's versions, oldest first, itself included
+
+
+def thread(*, session: ChatSession, head: int | None, limit: int) -> list[ThreadTurn]:
+    """Turn ``head`` (None: the session's current head, read fresh) and its ancestors, newest first,
+    at most ``limit``, each with its versions and the feedback on it."""
+    if head is None:
+        sql, params = _THREAD_SQL.format(start=_HEAD_START), [session.pk, limit]
+    else:
+        sql, params = _THREAD_SQL.format(start=_GIVEN_START), [head, session.pk, limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        {"id": pk, "parent_id": parent, "role": role, "content": content, "citations": json.loads(citations or "[]"),
+         "model": model, "usage": json.loads(usage or "{}"), "created_at": created,
+         "feedback": {"rating": rating, "comment": comment} if rating else None, "versions": list(versions or [pk])}
+        for pk, parent, role, content, citations, model, usage, created, rating, comment, versions in rows
+    ]
 
 
 # The session list shows at most this many conversations (newest first); older ones stay
@@ -52,6 +121,27 @@ SESSION_LIST_LIMIT = 100
 TRANSCRIPT_LIMIT = 200
 TITLE_PREVIEW_CHARS = 80
 UNTITLED = "New conversation"
+# What the database hands over of a first question to title it: enough past the cut for Markdown
+# markers and to know that there was more.
+TITLE_SOURCE_CHARS = 4 * TITLE_PREVIEW_CHARS
+# Leading Markdown that says nothing about the question ("# ", "> ", "- ", "1. ", fences).
+_TITLE_NOISE = re.compile(r"^(?:[#>*+\-`]+|\d+[.)])\s*")
+
+
+def title_from_prompt(prompt: str) -> str:
+    """A conversation's generated title: its first question on one line, without leading Markdown
+    markers, cut at a word boundary to at most ``TITLE_PREVIEW_CHARS`` characters (an ellipsis
+    marks the cut); "" for a question with no words. static/chat/chatux.js mirrors this rule for
+    the title shown before the list reloads."""
+    flat = " ".join(prompt.split())
+    while (m := _TITLE_NOISE.match(flat)) and m.end() > 0:
+        flat = flat[m.end():]
+    if len(flat) <= TITLE_PREVIEW_CHARS:
+        return flat
+    cut = flat[: TITLE_PREVIEW_CHARS - 1]
+    if " " in cut[TITLE_PREVIEW_CHARS // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-") + "…"
 
 
 class SessionSummary(TypedDict):
@@ -60,25 +150,60 @@ class SessionSummary(TypedDict):
     title: str
     titled: bool  # False: ``title`` is derived (first question or UNTITLED), not chosen by the user
     updated_at: datetime
+    match: NotRequired[str]  # a search's hit: the words in their message, with some text around them
 
 
 def _with_first_prompt(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]:
     """Untitled sessions are named after their first question, cut in the database."""
     first_turn = (
         Turn.objects.filter(session=OuterRef("pk"), role=TurnRole.USER).order_by("id")
-        .annotate(preview=Substr("content", 1, TITLE_PREVIEW_CHARS)).values("preview")[:1]
+        .annotate(preview=Substr("content", 1, TITLE_SOURCE_CHARS)).values("preview")[:1]
     )
     first_run = (  # agent sessions keep their questions in runs
         AgentRun.objects.filter(session=OuterRef("pk")).order_by("id")
-        .annotate(preview=Substr("prompt", 1, TITLE_PREVIEW_CHARS)).values("preview")[:1]
+        .annotate(preview=Substr("prompt", 1, TITLE_SOURCE_CHARS)).values("preview")[:1]
     )
     return sessions.annotate(first_prompt=Coalesce(Subquery(first_turn), Subquery(first_run))).order_by("-updated_at", "-id")
 
 
-def chat_session_list(*, tenant: Tenant, principal: str, limit: int = SESSION_LIST_LIMIT) -> list[SessionSummary]:
-    """The caller's conversations in the tenant (chat and agent), most recently active first."""
-    rows = _with_first_prompt(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal))
-    return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
+MATCH_BEFORE_CHARS, MATCH_CHARS = 40, 140
+SEARCH_MAX_CHARS = 200  # a sidebar search is a few words; a bound keeps the ILIKE pattern small
+
+
+def matching(sessions: QuerySet[ChatSession], query: str) -> QuerySet[ChatSession]:
+    """The sessions whose title or any message (every version, questions and answers, agent runs too)
+    contains ``query``, case-insensitively. A blank query matches everything."""
+    words = query.split()
+    if not words:
+        return sessions
+    needle = " ".join(words)
+    in_turns = Turn.objects.filter(session=OuterRef("pk"), content__icontains=needle)
+    in_runs = AgentRun.objects.filter(session=OuterRef("pk")).filter(Q(prompt__icontains=needle) | Q(answer__icontains=needle))
+    return sessions.filter(Q(title__icontains=needle) | Exists(in_turns) | Exists(in_runs))
+
+
+def chat_session_list(
+    *, tenant: Tenant, principal: str, limit: int = SESSION_LIST_LIMIT, query: str = ""
+) -> list[SessionSummary]:
+    """The caller's conversations in the tenant (chat and agent), most recently active first; with
+    ``query``, only those whose title or messages contain it (``matching``)."""
+    rows = _with_first_prompt(matching(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal), query))
+    needle = " ".join(query.split())
+    if not needle:
+        return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
+    # Where the words occur in the newest matching message: a window of text around them, cut in the database.
+    at = StrIndex(Lower("content"), Value(needle.lower()))
+    excerpt = (
+        Turn.objects.filter(session=OuterRef("pk"), content__icontains=needle).order_by("-id")
+        .annotate(excerpt=Substr("content", Greatest(at - MATCH_BEFORE_CHARS, 1), MATCH_CHARS)).values("excerpt")[:1]
+    )
+    found = []
+    for row in rows.annotate(match=Subquery(excerpt)).values("public_id", "kind", "title", "first_prompt", "updated_at", "match")[:limit]:
+        summary = session_summary(row)
+        if row["match"]:
+            summary["match"] = " ".join(row["match"].split())
+        found.append(summary)
+    return found
 
 
 class SessionListItem(TypedDict):
@@ -94,10 +219,11 @@ class SessionListItem(TypedDict):
 
 
 def chat_session_page(
-    *, tenant: Tenant, principal: str, kind: SessionKind | str, limit: int, offset: int
+    *, tenant: Tenant, principal: str, kind: SessionKind | str, limit: int, offset: int, query: str = ""
 ) -> tuple[int, list[SessionListItem]]:
-    """``(count, page)`` of the caller's sessions of ``kind`` in ``tenant``, newest activity first."""
-    sessions = ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind)
+    """``(count, page)`` of the caller's sessions of ``kind`` in ``tenant``, newest activity first
+    (with ``query``: only the matching ones, see ``matching``)."""
+    sessions = matching(ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind), query)
     return sessions.count(), _list_items(sessions, kind, offset, offset + limit)
 
 
@@ -125,11 +251,16 @@ def _list_items(sessions: QuerySet[ChatSession], kind: str, start: int, stop: in
 
 def session_summary(row: dict[str, Any]) -> SessionSummary:
     title = row["title"]
-    derived = " ".join((row.get("first_prompt") or "").split())
+    derived = title_from_prompt(row.get("first_prompt") or "")
     return {
         "session_id": row["public_id"], "kind": row["kind"], "title": title or derived or UNTITLED,
         "titled": bool(title), "updated_at": row["updated_at"],
     }
+
+
+class TurnFeedback(TypedDict):
+    rating: Annotated[str, Help("up or down.")]
+    comment: str
 
 
 class TranscriptTurn(TypedDict):
@@ -139,6 +270,12 @@ class TranscriptTurn(TypedDict):
     model: str
     usage: dict[str, int]
     created_at: str
+    # Chat sessions (not agent runs): what answer actions and feedback address.
+    turn_id: NotRequired[Annotated[int, Help("This turn's id: regenerate (answers), edit (questions), select, feedback.")]]
+    versions: NotRequired[Annotated[list[int], Help(
+        "The ids of this turn's versions, oldest first, this one included: regenerated answers to one question, "
+        "or the edited versions of one question. Select one to make its thread the conversation.")]]
+    feedback: NotRequired[Annotated[TurnFeedback | None, Help("Answers: your feedback on it, if any.")]]
     sources: NotRequired[list[dict[str, Any]]]  # agent answers: [{source, chunk_id}], what their [n] markers mean
     stop_reason: NotRequired[str]  # an agent run that did not answer: why (or "running")
 
@@ -158,23 +295,34 @@ def chat_transcript(*, session: ChatSession, limit: int = TRANSCRIPT_LIMIT) -> T
     """
     if session.kind == SessionKind.AGENT:
         return _agent_transcript(session=session, limit=limit)
-    rows = list(
-        Turn.objects.filter(tenant_id=session.tenant_id, session=session).order_by("-id")
-        .values("role", "content", "citations", "model", "usage", "created_at")[: limit + 1]
-    )
+    rows = thread(session=session, head=None, limit=limit + 1)
     truncated = len(rows) > limit
     rows = rows[:limit]
     if truncated and rows and rows[-1]["role"] == TurnRole.ASSISTANT:
         rows = rows[:-1]  # never start a transcript with an answer whose question was cut off
-    turns: list[TranscriptTurn] = [
-        {
+    turns: list[TranscriptTurn] = []
+    for r in reversed(rows):
+        turn: TranscriptTurn = {
             "role": r["role"], "content": r["content"], "citations": list(r["citations"] or []), "model": r["model"],
             "usage": dict(r["usage"] or {}), "created_at": r["created_at"].isoformat(),
+            "turn_id": r["id"], "versions": r["versions"],
         }
-        for r in reversed(rows)
-    ]
+        if r["role"] == TurnRole.ASSISTANT:
+            turn["feedback"] = r["feedback"]
+        turns.append(turn)
     title = chat_session_summary(session=session)["title"]
     return {"session_id": session.public_id, "kind": session.kind, "title": title, "truncated": truncated, "turns": turns}
+
+
+def chat_turn_find(*, session: ChatSession, turn_id: Any, role: TurnRole | str | None = None) -> Turn | None:
+    """Turn ``turn_id`` of ``session`` (of ``role`` when given); None for anything else (another session's
+    turn, malformed). Precondition: ``session`` was loaded for the caller."""
+    if isinstance(turn_id, bool) or not isinstance(turn_id, int) or not 0 < turn_id < 2**63:
+        return None
+    turns = Turn.objects.filter(tenant_id=session.tenant_id, session=session, pk=turn_id)
+    if role is not None:
+        turns = turns.filter(role=role)
+    return turns.first()
 
 
 def _agent_transcript(*, session: ChatSession, limit: int) -> Transcript:
@@ -204,10 +352,30 @@ def chat_session_summary(*, session: ChatSession) -> SessionSummary:
     if not session.title:
         first_prompt = (
             Turn.objects.filter(tenant_id=session.tenant_id, session=session, role=TurnRole.USER).order_by("id")
-            .annotate(preview=Substr("content", 1, TITLE_PREVIEW_CHARS)).values_list("preview", flat=True).first()
+            .annotate(preview=Substr("content", 1, TITLE_SOURCE_CHARS)).values_list("preview", flat=True).first()
         ) or (
             AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).order_by("id")
-            .annotate(preview=Substr("prompt", 1, TITLE_PREVIEW_CHARS)).values_list("preview", flat=True).first()
+            .annotate(preview=Substr("prompt", 1, TITLE_SOURCE_CHARS)).values_list("preview", flat=True).first()
         )
     return session_summary({"public_id": session.public_id, "kind": session.kind, "title": session.title,
                             "first_prompt": first_prompt, "updated_at": session.updated_at})
+
+
+# --- feedback ---------------------------------------------------------------------------------
+
+
+class JudgedAnswer(TypedDict):
+    feedback_id: int
+    rating: str
+    comment: str
+    question: str
+    citations: list[dict[str, Any]]
+    retrieval: dict[str, Any]
+    updated_at: datetime
+
+
+def chat_feedback_judged(*, tenant: Tenant) -> list[JudgedAnswer]:
+    """Every answer rated in ``tenant`` (all its principals), oldest first: what ``export_feedback`` writes."""
+    rows = Feedback.objects.filter(tenant=tenant).order_by("id").values(
+        "id", "rating", "comment", "question", "citations", "retrieval", "updated_at")
+    return [{"feedback_id": r.pop("id"), **r} for r in rows]  # type: ignore[typeddict-item]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Tenant
-from chat.models import ChatSession, SessionKind, Turn, TurnRole
+from chat.models import ChatSession, Feedback, FeedbackRating, SessionKind, Turn, TurnRole
 
 
 def chat_session_create(*, tenant: Tenant, principal: str, kind: SessionKind | str = SessionKind.CHAT) -> ChatSession:
@@ -26,19 +26,87 @@ def chat_exchange_record(
     citations: Sequence[Mapping[str, Any]],
     usage: Mapping[str, int],
     model: str,
+    parent_id: int | None | object = ...,
+    question_id: int | None = None,
+    retrieval: Mapping[str, Any] | None = None,
 ) -> tuple[Turn, Turn]:
-    """Store a completed exchange: the user's turn, then the assistant's answer.
+    """Store a completed exchange: the user's turn, then the assistant's answer, which becomes the head.
+
+    ``parent_id``: the turn the question follows (None: a first question; left out: the session's
+    head, read under a row lock). ``question_id``: an existing question of ``session`` this answers
+    again (regenerate): no new question turn is stored, and ``parent_id`` is ignored. ``retrieval``:
+    the retrieval settings the answer was made with (kept for feedback).
 
     Precondition: the answer finished (an interrupted or failed answer is not
-    remembered, so the next prompt never builds on half a reply).
+    remembered, so the next prompt never builds on half a reply); ``question_id`` and ``parent_id``
+    are turns of ``session`` (the caller found them through ``chat.selectors.chat_turn_find``).
     """
-    user = Turn.objects.create(tenant_id=session.tenant_id, session=session, role=TurnRole.USER, content=prompt)
+    locked = ChatSession.objects.select_for_update().only("pk", "head_id").get(pk=session.pk)
+    if question_id is not None:
+        user = Turn.objects.get(tenant_id=session.tenant_id, session=session, pk=question_id, role=TurnRole.USER)
+    else:
+        parent = locked.head_id if parent_id is ... else parent_id
+        user = Turn.objects.create(tenant_id=session.tenant_id, session=session, role=TurnRole.USER, content=prompt,
+                                   parent_id=parent)
     assistant = Turn.objects.create(
-        tenant_id=session.tenant_id, session=session, role=TurnRole.ASSISTANT, content=answer,
-        citations=[dict(c) for c in citations], usage=dict(usage), model=model,
+        tenant_id=session.tenant_id, session=session, role=TurnRole.ASSISTANT, content=answer, parent=user,
+        citations=[dict(c) for c in citations], usage=dict(usage), model=model, retrieval=dict(retrieval or {}),
     )
-    ChatSession.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    ChatSession.objects.filter(pk=session.pk).update(updated_at=timezone.now(), head=assistant)
+    session.head_id = assistant.pk
     return user, assistant
+
+
+_NEWEST_BELOW_SQL = """
+WITH RECURSIVE below(id) AS (
+    SELECT id FROM chat_turn WHERE id = %s AND session_id = %s
+    UNION ALL
+    SELECT t.id FROM chat_turn t JOIN below ON t.parent_id = below.id
+)
+SELECT max(id) FROM below
+"""
+
+
+@transaction.atomic
+def chat_turn_select(*, session: ChatSession, turn: Turn) -> int:
+    """Make the thread through ``turn`` the conversation: the head moves to the newest turn below
+    ``turn`` (itself when nothing follows it), so the conversation that went on from that version
+    comes back with it. Returns the new head's id. Does not count as activity (``updated_at``).
+
+    Precondition: ``turn`` is a turn of ``session``, loaded for the caller.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_NEWEST_BELOW_SQL, [turn.pk, session.pk])
+        (head,) = cursor.fetchone()
+    ChatSession.objects.filter(pk=session.pk).update(head_id=head)
+    session.head_id = head
+    return head
+
+
+def chat_feedback_give(
+    *, session: ChatSession, answer: Turn, rating: FeedbackRating | str, comment: str, question: str,
+) -> Feedback:
+    """Record the session owner's ``rating`` (and ``comment``) of ``answer``, replacing any earlier one.
+
+    Copies the answer's citations, retrieval settings and model, and ``question`` (the prompt it
+    answers), so the judgement keeps its context. Preconditions: ``answer`` is an assistant turn of
+    ``session``, both loaded for the caller; ``comment`` is at most ``FEEDBACK_COMMENT_MAX_CHARS``.
+    """
+    feedback, _ = Feedback.objects.update_or_create(
+        turn=answer,
+        defaults={
+            "tenant_id": session.tenant_id, "session": session, "principal": session.principal, "rating": rating,
+            "comment": comment, "question": question, "answer": answer.content, "citations": list(answer.citations or []),
+            "retrieval": dict(answer.retrieval or {}), "model": answer.model,
+        },
+    )
+    return feedback
+
+
+def chat_feedback_remove(*, session: ChatSession, answer: Turn) -> bool:
+    """Withdraw the feedback on ``answer``; False when there was none. Precondition as ``chat_feedback_give``."""
+    deleted, _ = Feedback.objects.filter(tenant_id=session.tenant_id, session=session, turn=answer).delete()
+    return deleted > 0
 
 
 TITLE_MAX_CHARS = 200  # ChatSession.title's column width

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.access import NoTenant, TenantContext, page_tenant
 from accounts.web import base_context, json_error, page, signed_in, tenant_page, wants_json
 from chat.prompting import greeting
-from chat.selectors import chat_session_find, chat_session_list, chat_session_summary
+from chat.selectors import SEARCH_MAX_CHARS, chat_session_find, chat_session_list, chat_session_summary
 from chat.services import TITLE_MAX_CHARS, chat_session_delete, chat_session_rename
 from knowledge.rag import limits
 
@@ -39,12 +39,17 @@ def _summary_json(summary: dict[str, Any]) -> dict[str, Any]:
 @signed_in
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
-    """``{"sessions": [...]}``: the caller's conversations in the page's tenant, newest first."""
+    """``{"sessions": [...]}``: the caller's conversations in the page's tenant, newest first; with
+    ``?q=``, those whose title or messages contain it (the sidebar's search)."""
     try:
         ctx = page_tenant(request)
     except NoTenant:
         return json_error(404, "tenant_not_found", "Tenant not found.")
-    response = JsonResponse({"sessions": [_summary_json(s) for s in chat_session_list(tenant=ctx.tenant, principal=ctx.principal)]})
+    query = request.GET.get("q", "")
+    if len(query) > SEARCH_MAX_CHARS:
+        return json_error(400, "invalid", f"q: a search has at most {SEARCH_MAX_CHARS} characters.")
+    found = chat_session_list(tenant=ctx.tenant, principal=ctx.principal, query=query)
+    response = JsonResponse({"sessions": [_summary_json(s) for s in found], "query": query})
     response["Cache-Control"] = "no-store"
     return response
 

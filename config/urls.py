@@ -12,6 +12,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from accounts import api as accounts_api
 from accounts.web import content_security_policy_for_redoc
+from chat.api import actions as actions_api
 from chat.api import agent as agent_api
 from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
@@ -38,6 +39,10 @@ api_v1 = [
     path("chat/sessions/<str:session_id>", conversations_api.ChatSessionDetailApi.as_view(), name="chat-session-detail"),
     path("graph/picture", knowledge_api.GraphPictureApi.as_view(), name="graph-picture"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
+    path("chat/sessions/<str:session_id>/turns/<str:turn_id>/regenerate", actions_api.turn_regenerate, name="chat-turn-regenerate"),
+    path("chat/sessions/<str:session_id>/turns/<str:turn_id>/edit", actions_api.turn_edit, name="chat-turn-edit"),
+    path("chat/sessions/<str:session_id>/turns/<str:turn_id>/select", actions_api.SelectApi.as_view(), name="chat-turn-select"),
+    path("chat/sessions/<str:session_id>/turns/<str:turn_id>/feedback", actions_api.FeedbackApi.as_view(), name="chat-turn-feedback"),
     path("agent/sessions", conversations_api.AgentSessionsApi.as_view(), name="agent-sessions"),
     path("agent/sessions/<str:session_id>", conversations_api.AgentSessionDetailApi.as_view(), name="agent-session-detail"),
     path("agent/completions", agent_api.agent_completions, name="agent-completions"),

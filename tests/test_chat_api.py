@@ -78,7 +78,7 @@ def test_completion_envelope_citations_and_stored_turns(model_world: World, fake
     assert response["Cache-Control"] == "no-store"
     body = response.json()
     assert list(body) == ["id", "model", "provider", "provider_model", "message", "finish_reason", "usage", "retry_count",
-                          "fallback_count", "session_id", "citations", "also_retrieved"]
+                          "fallback_count", "session_id", "citations", "also_retrieved", "turn_id", "prompt_turn_id"]
     assert body["message"] == {"role": "assistant", "content": "The fake model answers from the passages [1]."}
     assert (body["model"], body["provider"], body["provider_model"]) == ("chat", "openai", "answer")
     assert body["id"].startswith("chatcmpl-fake-") and body["finish_reason"] == "stop"

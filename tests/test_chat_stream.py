@@ -132,7 +132,8 @@ def test_stream_sends_the_exact_event_sequence(world: World, base: str, fake: Fa
     usage, completed = events[-3][1], events[-1][1]
     assert usage["completion_tokens"] == 8 and usage["total_tokens"] == usage["prompt_tokens"] + 8
     assert set(completed) == {"id", "model", "provider", "provider_model", "finish_reason", "usage", "retry_count",
-                              "fallback_count", "session_id", "citations", "also_retrieved"}
+                              "fallback_count", "session_id", "citations", "also_retrieved", "turn_id", "prompt_turn_id"}
+    assert Turn.objects.get(pk=completed["turn_id"]).parent_id == completed["prompt_turn_id"]
     assert (completed["model"], completed["provider"], completed["provider_model"]) == ("chat", "openai", "answer")
     assert completed["usage"] == usage and completed["citations"] == citations["citations"]
     assert completed["also_retrieved"] == citations["also_retrieved"]

@@ -351,3 +351,64 @@ async def test_outsiders_and_other_principals_cannot_reach_a_session(chat_world:
             assert (frame["event"], frame["data"]["error"]) == ("error", error), (user.username, tenant, message["type"])
         await communicator.disconnect()
     assert await turns_of(session_id) == []
+
+
+# --- answer actions over the socket ----------------------------------------------------------------
+
+
+async def test_regenerate_edit_and_select_over_the_socket(chat_world: World, fake: FakeOpenAI) -> None:
+    communicator = await connected(chat_world.teammate)
+    await communicator.send_json_to({"tenant": "acme", "type": "ask", "request_id": "a1", "prompt": UPLOAD_QUESTION, "mode": "chat", "session_id": None})
+    asked = await frames_until(communicator)
+    session_id = asked[0]["data"]["session_id"]
+    first = asked[-1]["data"]
+    fake.chat_reply = "A second answer [1]."
+    await communicator.send_json_to({"tenant": "acme", "type": "regenerate", "request_id": "r1", "session_id": session_id, "turn_id": first["turn_id"]})
+    regenerated = await frames_until(communicator)
+    assert names(regenerated)[0] == "session" and names(regenerated)[-1] == "completed"
+    assert regenerated[0]["data"] == {"session_id": session_id, "kind": "chat", "created": False}
+    assert {f["request_id"] for f in regenerated} == {"r1"}
+    assert await turns_of(session_id) == [("user", UPLOAD_QUESTION), ("assistant", REPLY), ("assistant", "A second answer [1].")]
+
+    await communicator.send_json_to({"tenant": "acme", "type": "select", "request_id": "s1", "session_id": session_id, "turn_id": first["turn_id"]})
+    [history] = await frames_until(communicator)
+    assert history["event"] == "history" and history["request_id"] == "s1"
+    shown = history["data"]["turns"]
+    assert [t["content"] for t in shown] == [UPLOAD_QUESTION, REPLY]
+    assert shown[1]["versions"] == [first["turn_id"], regenerated[-1]["data"]["turn_id"]]
+
+    fake.chat_reply = "Edited answer [1]."
+    await communicator.send_json_to({"tenant": "acme", "type": "edit", "request_id": "e1", "session_id": session_id,
+                                     "turn_id": first["prompt_turn_id"], "prompt": "Who uploads files?"})
+    edited = await frames_until(communicator)
+    assert names(edited)[-1] == "completed"
+    await communicator.send_json_to({"tenant": "acme", "type": "history", "request_id": "h1", "session_id": session_id})
+    [history] = await frames_until(communicator)
+    assert [t["content"] for t in history["data"]["turns"]] == ["Who uploads files?", "Edited answer [1]."]
+    await communicator.disconnect()
+
+
+async def test_answer_actions_on_someone_elses_turns_are_not_found(chat_world: World) -> None:
+    owner = await connected(chat_world.teammate)
+    await owner.send_json_to({"tenant": "acme", "type": "ask", "request_id": "a1", "prompt": UPLOAD_QUESTION, "mode": "chat", "session_id": None})
+    asked = await frames_until(owner)
+    session_id, first = asked[0]["data"]["session_id"], asked[-1]["data"]
+    await owner.disconnect()
+    other_session = await new_session(chat_world, chat_world.editor)
+    intruder = await connected(chat_world.editor)
+    attempts = [
+        {"type": "regenerate", "session_id": session_id, "turn_id": first["turn_id"]},
+        {"type": "edit", "session_id": session_id, "turn_id": first["prompt_turn_id"], "prompt": "Mine?"},
+        {"type": "select", "session_id": session_id, "turn_id": first["turn_id"]},
+        # the owner's turn through the intruder's own session
+        {"type": "regenerate", "session_id": other_session, "turn_id": first["turn_id"]},
+        {"type": "select", "session_id": other_session, "turn_id": "1"},
+    ]
+    for n, attempt in enumerate(attempts):
+        await intruder.send_json_to({**attempt, "tenant": "acme", "request_id": f"x{n}"})
+        [frame] = await frames_until(intruder, {"error"})
+        assert frame["data"]["error"] == "not_found" and frame["request_id"] == f"x{n}", attempt
+    await intruder.send_json_to({"tenant": "acme", "type": "regenerate", "request_id": "q", "session_id": session_id, "turn_id": first["prompt_turn_id"]})
+    assert (await frames_until(intruder, {"error"}))[0]["data"]["error"] == "not_found"  # a question is no answer to regenerate
+    await intruder.disconnect()
+    assert len(await turns_of(session_id)) == 2 and await turns_of(other_session) == []

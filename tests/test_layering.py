@@ -69,6 +69,7 @@ COMPONENTS: dict[str, str] = {
     "chat.urls": "chat.interfaces",
     "chat.management": "chat.interfaces",
     "chat.apps": "chat.interfaces",
+    "chat.admin": "chat.interfaces",
     "chat": "chat.interfaces",
     "config.urls": "config.wiring",
     "config.routing": "config.wiring",

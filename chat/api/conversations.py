@@ -28,6 +28,7 @@ from chat.api.agent import AgentSessionCreateApi
 from chat.api.chat import COMPONENTS, NO_STORE, ChatErrorSerializer, ChatSessionCreateApi
 from chat.models import ChatSession, SessionKind
 from chat.selectors import (
+    SEARCH_MAX_CHARS,
     SessionListItem,
     Transcript,
     chat_session_item,
@@ -55,9 +56,21 @@ class SessionPageSerializer(serializers.Serializer):
     sessions = SessionListItemSerializer(many=True)
 
 
+@extend_schema_field({"type": "string", "maxLength": SEARCH_MAX_CHARS, "pattern": limits.LINE_PATTERN})
+class SearchQueryField(StrictCharField):
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if limits.LINE_CONTROL_RE.search(value) or limits.UNSTORABLE_RE.search(value):
+            raise serializers.ValidationError("Must be one line of text, without control characters.")
+        return value
+
+
 class SessionListQuerySerializer(ClosedInputSerializer):
     limit = serializers.IntegerField(min_value=1, max_value=PAGE_LIMIT, default=20)
     offset = serializers.IntegerField(min_value=0, max_value=MAX_OFFSET, default=0)
+    q = SearchQueryField(max_length=SEARCH_MAX_CHARS, required=False, allow_blank=True, default="", trim_whitespace=False,
+                         help_text="Only the sessions whose title or messages (every version) contain these words, "
+                                   "in this order, ignoring case.")
     tenant = TenantField()
 
 
@@ -88,7 +101,8 @@ def _page(request: Request, kind: SessionKind) -> Response:
     query = SessionListQuerySerializer(data=request.query_params)
     query.is_valid(raise_exception=True)
     limit, offset = query.validated_data["limit"], query.validated_data["offset"]
-    count, sessions = chat_session_page(tenant=ctx.tenant, principal=ctx.principal, kind=kind, limit=limit, offset=offset)
+    count, sessions = chat_session_page(tenant=ctx.tenant, principal=ctx.principal, kind=kind, limit=limit, offset=offset,
+                                        query=query.validated_data["q"])
     url = request.build_absolute_uri()
     following = offset + limit
     return _private({

@@ -224,12 +224,19 @@
           pending.completed = data;
           pending.citations = data.citations || pending.citations;
           pending.alsoRetrieved = data.also_retrieved || pending.alsoRetrieved;
+          adoptTurnIds(pending, data);
           finishPending("completed");
           touchSession(state.sessionId);
+          // A regenerated answer or an edited question is a new version: reload to show the versions.
+          if (pending.action) requestHistory(state.sessionId, false);
         }
         return;
       case "cancelled":
-        if (forPending) finishPending("stopped", "Stopped. This answer was not saved.");
+        if (forPending) {
+          finishPending("stopped", "Stopped. This answer was not saved.");
+          // A stopped regenerate or edit stored nothing: bring back the conversation as it was.
+          if (pending.action) requestHistory(state.sessionId, false);
+        }
         return;
       case "error":
         if (forPending) {
@@ -269,7 +276,8 @@
 
   /* --- asking ----------------------------------------------------------------------- */
 
-  function ask(prompt) {
+  /* ``action``: {type: "regenerate", answer} or {type: "edit", question} (chatux.js); none for a new question. */
+  function ask(prompt, action) {
     if (state.pending) return;
     if (!prompt.trim()) {
       announce("Type a question first.");
@@ -280,23 +288,35 @@
       announce("The question is too long: at most " + config.maxPrompt.toLocaleString() + " characters.");
       return;
     }
-    var mode = currentMode();
-    if (state.sessionId && state.sessionKind && state.sessionKind !== mode) {
+    var mode = action ? "chat" : currentMode();
+    if (!action && state.sessionId && state.sessionKind && state.sessionKind !== mode) {
       // A conversation has one kind; switching modes starts a new one.
       startNewConversation(false);
     }
     var requestId = nextRequestId();
-    var sent = send({
-      type: "ask", request_id: requestId, prompt: prompt, mode: mode,
-      session_id: state.sessionId, tenant: config.tenant,
-    });
-    if (!sent) {
+    var message = { type: "ask", request_id: requestId, prompt: prompt, mode: mode, session_id: state.sessionId, tenant: config.tenant };
+    if (action && action.type === "regenerate") {
+      message = { type: "regenerate", request_id: requestId, session_id: state.sessionId, turn_id: action.answer.turnId, tenant: config.tenant };
+    } else if (action && action.type === "edit") {
+      message = { type: "edit", request_id: requestId, prompt: prompt, session_id: state.sessionId, turn_id: action.question.turnId, tenant: config.tenant };
+    }
+    if (!send(message)) {
       announce("Not connected. Your question was kept; send it again once reconnected.");
       return;
     }
     el.greeting.hidden = true;
-    el.messages.append(userMessage(prompt));
+    var question = null;
+    if (action) dropFrom(action.type === "regenerate" ? action.answer.node : action.question.node);
+    if (action && action.type === "regenerate") {
+      question = action.answer.question || null;
+    } else {
+      question = userMessage(prompt);
+      el.messages.append(question.node);
+    }
     var answer = assistantMessage();
+    answer.action = action ? action.type : null;
+    answer.actionSpec = action || null;
+    answer.question = question;
     answer.requestId = requestId;
     answer.prompt = prompt;
     answer.mode = mode;
@@ -321,10 +341,42 @@
 
   /* --- messages ----------------------------------------------------------------------- */
 
-  function userMessage(text) {
+  /* A question on screen: {node, text, turnId, versions}; ``turn`` is its stored turn (history), if any. */
+  function userMessage(text, turn) {
     var node = make("article", "message message-user");
     node.append(make("h3", "message-author", "You"), make("p", "message-text", text));
-    return node;
+    var question = { node: node, text: text, turnId: turn ? turn.turn_id : null, versions: turn ? turn.versions : null, bar: null };
+    questionBar(question);
+    return question;
+  }
+
+  function questionBar(question) {
+    if (!window.QuarryChatUX) return;
+    if (question.bar) question.bar.remove();
+    question.bar = window.QuarryChatUX.questionActions(question);
+    question.node.append(question.bar);
+  }
+
+  /* The stored turns of a finished answer (and of its question), which the answer actions address. */
+  function adoptTurnIds(answer, data) {
+    if (typeof data.turn_id !== "number") return;
+    answer.turnId = data.turn_id;
+    answer.versions = [data.turn_id];
+    answer.feedback = null;
+    if (answer.question && !answer.question.turnId && typeof data.prompt_turn_id === "number") {
+      answer.question.turnId = data.prompt_turn_id;
+      answer.question.versions = [data.prompt_turn_id];
+      questionBar(answer.question);
+    }
+  }
+
+  /* Remove ``node`` and everything after it: a regenerated answer or an edited question replaces them. */
+  function dropFrom(node) {
+    var removed = [];
+    for (var n = node; n; n = n.nextElementSibling) removed.push(n);
+    removed.forEach(function (n) { n.remove(); });
+    state.answers = state.answers.filter(function (a) { return removed.indexOf(a.node) === -1; });
+    if (state.shownAnswer && removed.indexOf(state.shownAnswer.node) !== -1) resetSources();
   }
 
   function assistantMessage() {
@@ -347,6 +399,7 @@
     numbered(answer).forEach(function (source) { known[source.n] = true; });
     answer.content.innerHTML = window.QuarryMarkdown.render(answer.text, {
       cite: function (n) { return known[n] === true; },
+      highlight: window.QuarryChatUX ? window.QuarryChatUX.highlight : null,
     });
   }
 
@@ -441,6 +494,13 @@
     } else if (answer.model) {
       answer.footer.append(make("span", "meta", "Answered by " + modelLabel(answer.model)));
     }
+    if (window.QuarryChatUX && answer.node.dataset.state !== "error" && answer.text) {
+      answer.sourceLinks = numbered(answer).map(function (source) {
+        var chunk = state.chunkCache[source.citation.chunk_id];
+        return { n: source.n, href: location.origin + documentUrl(source.citation), title: chunk ? chunk.title || chunk.document_id : "" };
+      });
+      answer.footer.prepend(window.QuarryChatUX.answerActions(answer));
+    }
   }
 
   /* "<provider>/<model>"; the built-in offline model is named as such, so nobody mistakes it for an LLM. */
@@ -463,7 +523,12 @@
         var retry = make("button", "link-button", "Try again");
         retry.type = "button";
         retry.addEventListener("click", function () {
-          if (!state.pending) { alert.remove(); ask(answer.prompt); }
+          if (state.pending) return;
+          alert.remove();
+          if (!answer.actionSpec) { ask(answer.prompt); return; }
+          // An action asks again in place: the failed attempt (and an edit's resent question) goes first.
+          dropFrom(answer.actionSpec.type === "edit" && answer.question ? answer.question.node : answer.node);
+          ask(answer.prompt, answer.actionSpec);
         });
         alert.append(" ", retry);
       }
@@ -641,13 +706,18 @@
     el.title.textContent = transcript.title;
     el.greeting.hidden = transcript.turns.length > 0;
     if (transcript.truncated) el.messages.append(make("p", "notice", "Older messages are not shown."));
-    var last = null;
+    var last = null, lastQuestion = null;
     transcript.turns.forEach(function (turn) {
       if (turn.role === "user") {
-        el.messages.append(userMessage(turn.content));
+        lastQuestion = userMessage(turn.content, turn);
+        el.messages.append(lastQuestion.node);
         return;
       }
       var answer = assistantMessage();
+      answer.question = lastQuestion;
+      answer.turnId = turn.turn_id || null;
+      answer.versions = turn.versions || null;
+      answer.feedback = turn.feedback || null;
       answer.text = turn.content;
       answer.citations = turn.citations || [];
       answer.model = turn.model;
@@ -656,8 +726,8 @@
         answer.sourceCount += 1;
       });
       renderAnswer(answer);
-      answerFooter(answer);
       answer.node.dataset.state = "completed";
+      answerFooter(answer);
       if (turn.stop_reason) {
         answer.node.dataset.state = "stopped";
         var why = turn.stop_reason === "running" ? "This research is still running elsewhere." :
@@ -939,6 +1009,35 @@
   if (initial) {
     state.sessionId = initial;
     markCurrentSession();
+  }
+  if (window.QuarryChatUX) {
+    window.QuarryChatUX.init({
+      tenant: config.tenant,
+      csrfToken: csrfToken,
+      announce: announce,
+      busy: function () { return !!state.pending; },
+      sessionId: function () { return state.sessionId; },
+      regenerate: function (answer) { ask(answer.question ? answer.question.text : "", { type: "regenerate", answer: answer }); },
+      edit: function (question, prompt) { ask(prompt, { type: "edit", question: question }); },
+      select: function (turnId) {
+        if (state.pending || !state.sessionId) return;
+        state.historyRequest = nextRequestId();
+        state.historyAfterReconnect = false;
+        announce("Switching version…");
+        send({ type: "select", request_id: state.historyRequest, session_id: state.sessionId, turn_id: turnId, tenant: config.tenant });
+      },
+      openSession: function (sessionId) {
+        if (sessionId !== state.sessionId) openSession(sessionId, true); else closeSessionsOnPhone();
+      },
+      citation: function (link) {
+        var node = link.closest(".message-assistant");
+        var answer = state.answers.find(function (a) { return a.node === node; });
+        var source = answer && numbered(answer).find(function (s) { return s.n === Number(link.dataset.cite); });
+        if (!source) return Promise.resolve(null);
+        var id = source.citation.chunk_id;
+        return loadChunks([id]).then(function () { return { chunk: state.chunkCache[id], href: documentUrl(source.citation) }; });
+      },
+    });
   }
   setBusy(false);
   connect();

@@ -4,7 +4,8 @@
  * The input is HTML-escaped FIRST (& < > " '), so nothing in it can become markup. Only
  * then are a few constructs turned into tags that this file writes itself:
  *   paragraphs (single newlines become <br>), # headings, - / * / 1. lists, > quotes,
- *   ```fenced``` and `inline` code, **strong**, *em* / _em_,
+ *   ```fenced``` (with a language: ```python) and `inline` code, **strong**, *em* / _em_,
+ *   GitHub-style tables (| a | b | over | --- | :-: |; alignment becomes a class, never a style),
  *   [text](http://… or https://…) links (any other scheme stays text),
  *   citation markers [n] / [n, m] -> links to source n, when the caller says n exists.
  * The only input that reaches an attribute is an http(s) URL (escaped, in quotes) and
@@ -12,6 +13,9 @@
  *
  * Exposed as window.QuarryMarkdown = { render(text, options) -> html string, escapeHtml }.
  * options.cite(n) -> true when source n exists (default: never).
+ * options.highlight(code, language) -> SAFE html of a fenced block's RAW code (it must escape what
+ *   it does not mark up, as highlight.js does), or null to fall back to escaping; ``language`` is
+ *   the fence's info word, letters, digits and + # . _ - only, or "" (default: no highlighting).
  */
 (function (global) {
   "use strict";
@@ -60,6 +64,8 @@
   }
 
   var FENCE = /^\s{0,3}```/;
+  var FENCE_LANGUAGE = /^\s{0,3}```\s*([A-Za-z0-9_+#.-]{1,32})?/;
+  var TABLE_DELIMITER = /^\s{0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$/;
   var HEADING = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
   var BULLET = /^\s{0,3}[-*+]\s+(.*)$/;
   var ORDERED = /^\s{0,3}(\d{1,9})[.)]\s+(.*)$/;
@@ -70,16 +76,60 @@
     return FENCE.test(line) || HEADING.test(line) || BULLET.test(line) || ORDERED.test(line) || QUOTE.test(line);
   }
 
-  function blocks(lines, cite, depth) {
+  /* The cells of one table row: split on pipes, the outer ones optional. */
+  function cells(line) {
+    var row = line.trim();
+    if (row.charAt(0) === "|") row = row.slice(1);
+    if (row.charAt(row.length - 1) === "|") row = row.slice(0, -1);
+    return row.split("|").map(function (cell) { return cell.trim(); });
+  }
+
+  function isTableStart(lines, i) {
+    return lines[i].indexOf("|") !== -1 && i + 1 < lines.length && TABLE_DELIMITER.test(lines[i + 1]) &&
+      lines[i + 1].indexOf("-") !== -1 && cells(lines[i]).length === cells(lines[i + 1]).length;
+  }
+
+  function table(lines, start, cite) {
+    var head = cells(lines[start]);
+    var aligns = cells(lines[start + 1]).map(function (d) {
+      var left = d.charAt(0) === ":", right = d.charAt(d.length - 1) === ":";
+      return left && right ? ' class="align-center"' : right ? ' class="align-right"' : left ? ' class="align-left"' : "";
+    });
+    function row(values, tag) {
+      return "<tr>" + head.map(function (_, n) {
+        return "<" + tag + aligns[n] + ">" + inline(escapeHtml(values[n] || ""), cite) + "</" + tag + ">";
+      }).join("") + "</tr>";
+    }
+    var i = start + 2, body = [];
+    while (i < lines.length && !BLANK.test(lines[i]) && lines[i].indexOf("|") !== -1) { body.push(row(cells(lines[i]), "td")); i++; }
+    var html = '<div class="table-wrap"><table><thead>' + row(head, "th") + "</thead>" +
+      (body.length ? "<tbody>" + body.join("") + "</tbody>" : "") + "</table></div>";
+    return { html: html, next: i };
+  }
+
+  function codeBlock(code, language, highlight) {
+    var marked = highlight ? highlight(code, language) : null;
+    var label = language ? ' class="language-' + language + '" data-language="' + language + '"' : "";
+    return "<pre><code" + label + ">" + (typeof marked === "string" ? marked : escapeHtml(code)) + "</code></pre>";
+  }
+
+  function blocks(lines, cite, depth, highlight) {
     var out = [], i = 0, m, buffer;
     while (i < lines.length) {
       var line = lines[i];
       if (BLANK.test(line)) { i++; continue; }
       if (FENCE.test(line)) {
+        var language = (FENCE_LANGUAGE.exec(line)[1] || "").toLowerCase();
         buffer = [];
         for (i++; i < lines.length && !FENCE.test(lines[i]); i++) buffer.push(lines[i]);
         i++;  // the closing fence (or the end of a still-streaming answer)
-        out.push("<pre><code>" + escapeHtml(buffer.join("\n")) + "</code></pre>");
+        out.push(codeBlock(buffer.join("\n"), language, highlight));
+        continue;
+      }
+      if (isTableStart(lines, i)) {
+        var built = table(lines, i, cite);
+        out.push(built.html);
+        i = built.next;
         continue;
       }
       if ((m = HEADING.exec(line))) {
@@ -105,11 +155,11 @@
       if (QUOTE.test(line)) {
         buffer = [];
         while (i < lines.length && (m = QUOTE.exec(lines[i]))) { buffer.push(m[1]); i++; }
-        out.push("<blockquote>" + (depth < 4 ? blocks(buffer, cite, depth + 1) : "<p>" + escapeHtml(buffer.join(" ")) + "</p>") + "</blockquote>");
+        out.push("<blockquote>" + (depth < 4 ? blocks(buffer, cite, depth + 1, highlight) : "<p>" + escapeHtml(buffer.join(" ")) + "</p>") + "</blockquote>");
         continue;
       }
       buffer = [line];
-      for (i++; i < lines.length && !BLANK.test(lines[i]) && !startsBlock(lines[i]); i++) buffer.push(lines[i]);
+      for (i++; i < lines.length && !BLANK.test(lines[i]) && !startsBlock(lines[i]) && !isTableStart(lines, i); i++) buffer.push(lines[i]);
       out.push("<p>" + buffer.map(function (t) { return inline(escapeHtml(t.trim()), cite); }).join("<br>") + "</p>");
     }
     return out.join("");
@@ -117,9 +167,10 @@
 
   function render(text, options) {
     var cite = (options && options.cite) || function () { return false; };
+    var highlight = (options && options.highlight) || null;
     // The placeholders cannot come from the input.
     var clean = String(text == null ? "" : text).replace(/[\u0000\u0001]/g, "\uFFFD").replace(/\r\n?/g, "\n");
-    return blocks(clean.split("\n"), cite, 0);
+    return blocks(clean.split("\n"), cite, 0, highlight);
   }
 
   global.QuarryMarkdown = { render: render, escapeHtml: escapeHtml };
