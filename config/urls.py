@@ -15,6 +15,7 @@ from accounts.web import content_security_policy_for_redoc
 from chat.api import agent as agent_api
 from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
+from chat.api import files as files_api
 from knowledge import api as knowledge_api
 from config import views
 
@@ -36,6 +37,9 @@ api_v1 = [
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
     path("chat/sessions", conversations_api.ChatSessionsApi.as_view(), name="chat-sessions"),
     path("chat/sessions/<str:session_id>", conversations_api.ChatSessionDetailApi.as_view(), name="chat-session-detail"),
+    path("chat/sessions/<str:session_id>/files", files_api.SessionFilesApi.as_view(), name="chat-session-files"),
+    path("chat/sessions/<str:session_id>/files/passages", files_api.SessionFilePassagesApi.as_view(), name="chat-session-file-passages"),
+    path("chat/sessions/<str:session_id>/files/<str:file_id>", files_api.SessionFileDetailApi.as_view(), name="chat-session-file"),
     path("graph/picture", knowledge_api.GraphPictureApi.as_view(), name="graph-picture"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
     path("agent/sessions", conversations_api.AgentSessionsApi.as_view(), name="agent-sessions"),
