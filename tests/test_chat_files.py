@@ -22,7 +22,7 @@ from chat.mcp.tools import call_tool
 from chat.models import ChatSession, SessionFiles
 from chat.tasks import expire_chat_files
 from config.asgi import application
-from knowledge.models import Chunk, Document, DocumentStatus
+from knowledge.models import Chunk, Document, DocumentStatus, Entity
 from knowledge.tasks import process_document
 from tests.chat_support import index_world, write_catalog
 from tests.conftest import World
@@ -362,3 +362,40 @@ def test_the_openapi_schema_documents_the_files_endpoints(db: None) -> None:
     completion = schema["components"]["schemas"]["ChatCompletionInputRequest"]["properties"]
     assert {"sources", "identifier"} <= set(completion)
     assert "file_id" in schema["components"]["schemas"]["ChatCitation"]["properties"]
+
+
+# --- the admin: existence and size, never the text ------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["owner", "superuser"])
+def test_admins_see_that_files_exist_and_their_size_but_not_their_text(attached: tuple[World, str, str], who: str) -> None:
+    w, session_id, file_id = attached
+    User.objects.filter(pk__in=[w.owner.pk, w.editor.pk, w.outsider.pk]).update(is_staff=True)
+    user = make_user("root", superuser=True) if who == "superuser" else w.owner
+    client = Client()
+    client.force_login(user)
+    listed = client.get("/admin/knowledge/conversationfile/")
+    assert listed.status_code == 200
+    page = listed.content.decode()
+    assert "zanzibar.txt" in page and f"{len(SECRET)} bytes" in page and "acme" in page
+    assert "purple" not in page and "Zanzibar protocol" not in page
+    document = Document.objects.get(tenant=store_of(session_id), external_id=file_id)
+    assert client.get(f"/admin/knowledge/conversationfile/{document.pk}/change/").status_code in (302, 403, 404)
+    # The editors' document list and page never show it, nor the entity browser its names.
+    assert "zanzibar" not in client.get("/admin/knowledge/document/").content.decode().lower()
+    assert client.get(f"/admin/knowledge/document/{document.pk}/change/").status_code in (302, 403, 404)
+    names = list(Entity.objects.filter(tenant=store_of(session_id)).values_list("name", flat=True))
+    assert names  # the store has a graph of its own (for its own conversation only)
+    entity_page = client.get("/admin/knowledge/entity/").content.decode()
+    assert not [n for n in names if f">{n}<" in entity_page]
+
+
+@pytest.mark.parametrize("who", ["editor", "outsider"])
+def test_editors_and_other_tenants_admins_do_not_see_the_files_in_the_admin(attached: tuple[World, str, str], who: str) -> None:
+    w, _, _ = attached
+    User.objects.filter(pk__in=[w.owner.pk, w.editor.pk, w.outsider.pk]).update(is_staff=True)
+    client = Client()
+    client.force_login(getattr(w, who))
+    response = client.get("/admin/knowledge/conversationfile/")
+    assert response.status_code in (302, 403) or "zanzibar.txt" not in response.content.decode()
+    assert "zanzibar" not in client.get("/admin/knowledge/document/").content.decode().lower()
