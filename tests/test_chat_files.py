@@ -327,10 +327,12 @@ def test_the_websocket_answers_others_without_the_passages_and_the_owner_with_th
     file_id = upload(w, w.teammate, session_id, ("zanzibar.txt", SECRET.encode(), "text/plain")).json()["files"][0]["file_id"]
     assert process_queued() == ["ready"]
 
-    async def ask(user: User, session: str | None) -> list[dict[str, Any]]:
+    def cookie_of(user: User) -> str:
         client = Client()
         client.force_login(user)
-        cookie = client.cookies["sessionid"].value
+        return client.cookies["sessionid"].value
+
+    async def ask(cookie: str, session: str | None) -> list[dict[str, Any]]:
         communicator = WebsocketCommunicator(application, "/ws/chat/", headers=[(b"origin", b"http://localhost"),
                                                                                  (b"cookie", f"sessionid={cookie}".encode())])
         connected, _ = await communicator.connect()
@@ -346,9 +348,9 @@ def test_the_websocket_answers_others_without_the_passages_and_the_owner_with_th
         return frames
 
     for user in (w.editor, w.owner):
-        frames = async_to_sync(ask)(user, None)
+        frames = async_to_sync(ask)(cookie_of(user), None)
         assert frames[-1]["event"] == "completed" and "purple" not in str(frames) and file_id not in str(frames)
-    mine = async_to_sync(ask)(w.teammate, session_id)
+    mine = async_to_sync(ask)(cookie_of(w.teammate), session_id)
     assert mine[-1]["event"] == "completed"
     assert file_id in {c["document_id"] for c in mine[-1]["data"]["citations"]}
 
@@ -399,3 +401,75 @@ def test_editors_and_other_tenants_admins_do_not_see_the_files_in_the_admin(atta
     response = client.get("/admin/knowledge/conversationfile/")
     assert response.status_code in (302, 403) or "zanzibar.txt" not in response.content.decode()
     assert "zanzibar" not in client.get("/admin/knowledge/document/").content.decode().lower()
+
+
+# --- refused while it arrives (a real server: uvicorn + config.asgi) ------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attach_over_the_byte_bound_is_refused_while_the_body_arrives(tmp_path: Path) -> None:
+    import socket
+
+    from tests.factories import make_member, make_tenant, make_token
+    from tests.servers import asgi_server, child_env
+    from tests.test_limits_live import MIB, _body, _host_port, _read_response
+
+    tenant = make_tenant("streamfiles")
+    token = make_token(tenant, make_member(tenant, Role.READER, "streamfiles-reader"))
+    env = child_env(QUARRY_CHAT_FILES_MAX_BYTES=str(1 * MIB), QUARRY_DATA_DIR=str(tmp_path))
+    with asgi_server(env, log_name="uvicorn-chat-files-limit") as base:
+        import httpx
+
+        session_id = httpx.post(f"{base}/v1/chat/sessions", headers={"Authorization": f"Bearer {token}"}, timeout=30).json()["session_id"]
+        # Chunked, so no Content-Length announces the size: the edge counts the bytes as they come.
+        sock = socket.create_connection(_host_port(base))
+        boundary = "quarry-boundary"
+        sock.sendall((
+            f"POST /v1/chat/sessions/{session_id}/files HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n"
+        ).encode())
+        part = (f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="huge.txt"\r\n'
+                "Content-Type: text/plain\r\n\r\n").encode()
+        sock.sendall(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        chunk = b"x" * (256 * 1024)
+        framed = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+        sent, total = 0, 64 * MIB
+        import select
+
+        while sent < total:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                break  # the server has answered before the body ended
+            try:
+                sock.sendall(framed)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            sent += len(chunk)
+        response = _read_response(sock)
+        sock.close()
+        assert response.startswith(b"HTTP/1.1 413"), response[:200]
+        assert "QUARRY_CHAT_FILES_MAX_BYTES" in _body(response)["detail"]
+        assert sent < 24 * MIB, sent  # long before the 64 MiB were sent
+        # A declared length over the bound: refused before a byte of the body is sent.
+        sock = socket.create_connection(_host_port(base))
+        sock.sendall((
+            f"POST /v1/chat/sessions/{session_id}/files HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n"
+            f"Content-Length: {2 * MIB}\r\n\r\n"
+        ).encode())
+        declared = _read_response(sock)
+        sock.close()
+        assert declared.startswith(b"HTTP/1.1 413") and "QUARRY_CHAT_FILES_MAX_BYTES" in _body(declared)["detail"]
+    assert not Document.objects.exists()
+    assert not list(tmp_path.rglob("*huge*"))
+
+
+def test_an_agent_session_lists_no_files_and_takes_none(files_world: World) -> None:
+    w = files_world
+    agent_session = w.client(w.teammate).post("/v1/agent/sessions", {}, format="json").json()["session_id"]
+    listed = w.client(w.teammate).get(f"/v1/chat/sessions/{agent_session}/files")
+    assert listed.status_code == 200 and listed.json()["files"] == []
+    response = upload(w, w.teammate, agent_session, ("a.txt", b"agent notes", "text/plain"))
+    assert response.status_code == 400 and "attach to chat sessions" in response.json()["detail"]
+    assert w.client(w.editor).get(f"/v1/chat/sessions/{agent_session}/files").status_code == 404

@@ -32,7 +32,6 @@ from chat.api.chat import NO_STORE, ChatErrorSerializer
 from chat.files.selectors import FileItem, FilePassage, is_file_id, session_file_get, session_file_list, session_file_passages
 from chat.files.services import FileLimitExceeded, session_file_delete, session_files_attach
 from chat.models import ChatSession, SessionKind
-from chat.selectors import chat_sessions_of
 from config.serializers import ClosedSerializer, TenantField
 from config.typed_serializers import typed_serializer
 from config.uploads import UploadTooLarge, describe_bytes
@@ -54,21 +53,21 @@ class ConversationBytesLimit(FileUploadHandler):
     def handle_raw_input(self, input_data: Any, META: Any, content_length: int, boundary: Any, encoding: Any = None) -> None:
         limit = settings.QUARRY_CHAT_FILES_MAX_BYTES
         if content_length > limit + MULTIPART_SLACK_BYTES:
-            raise UploadTooLarge("files", _too_large(limit))
+            raise UploadTooLarge("files", too_large_message(limit))
         self.received = 0
         return None
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
         self.received = getattr(self, "received", 0) + len(raw_data)
         if self.received > settings.QUARRY_CHAT_FILES_MAX_BYTES:
-            raise UploadTooLarge(self.field_name or "files", _too_large(settings.QUARRY_CHAT_FILES_MAX_BYTES))
+            raise UploadTooLarge(self.field_name or "files", too_large_message(settings.QUARRY_CHAT_FILES_MAX_BYTES))
         return raw_data
 
     def file_complete(self, file_size: int) -> None:
         return None  # the next handler builds the file
 
 
-def _too_large(limit: int) -> str:
+def too_large_message(limit: int) -> str:
     return (f"A conversation's files hold at most {describe_bytes(limit)} (QUARRY_CHAT_FILES_MAX_BYTES); "
             "this upload is larger. Nothing was uploaded.")
 
@@ -110,7 +109,8 @@ class _SessionFilesBase(APIView):
         ctx = resolve_tenant_context(request)
         if not is_session_id(session_id):
             raise exceptions.NotFound()
-        sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal, kind=SessionKind.CHAT).select_related("tenant")
+        # Any of the caller's sessions: an agent session lists no files (the agent does not search them yet).
+        sessions = ChatSession.objects.owned_by(tenant_id=ctx.tenant.pk, principal=ctx.principal).select_related("tenant")
         return ctx, get_for_tenant(sessions, tenant=ctx.tenant, public_id=session_id)
 
 
@@ -142,6 +142,8 @@ class SessionFilesApi(_SessionFilesBase):
         ctx, session = self._session(request, session_id)
         data = FileUploadInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
+        if session.kind != SessionKind.CHAT:
+            raise exceptions.ValidationError({"session_id": ["files attach to chat sessions; the agent does not search them"]})
         try:
             documents = session_files_attach(session=session, files=data.validated_data["files"], actor=f"{ctx.principal} (conversation)")
         except FileLimitExceeded as exc:
