@@ -471,5 +471,5 @@ def test_an_agent_session_lists_no_files_and_takes_none(files_world: World) -> N
     listed = w.client(w.teammate).get(f"/v1/chat/sessions/{agent_session}/files")
     assert listed.status_code == 200 and listed.json()["files"] == []
     response = upload(w, w.teammate, agent_session, ("a.txt", b"agent notes", "text/plain"))
-    assert response.status_code == 400 and "attach to chat sessions" in response.json()["detail"]
+    assert response.status_code == 409 and "files attach to chat sessions" in response.json()["detail"]
     assert w.client(w.editor).get(f"/v1/chat/sessions/{agent_session}/files").status_code == 404

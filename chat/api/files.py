@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler
 from drf_spectacular.utils import OpenApiRequest, extend_schema
 from rest_framework import exceptions, serializers, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -41,6 +41,8 @@ from knowledge.rag import limits
 FileItemSerializer = typed_serializer(FileItem, name="ConversationFile")
 FilePassageSerializer = typed_serializer(FilePassage, name="ConversationFilePassage")
 ERRORS: dict[int, Any] = {400: ChatErrorSerializer, 401: ChatErrorSerializer, 403: ChatErrorSerializer, 404: ChatErrorSerializer}
+# A conversation holds at most this many files, and Django refuses a request with more (DATA_UPLOAD_MAX_NUMBER_FILES).
+MAX_FILES_PER_REQUEST = min(settings.QUARRY_CHAT_FILES_MAX_FILES, settings.DATA_UPLOAD_MAX_NUMBER_FILES)
 # Multipart framing around the files (boundaries, part headers, small fields) a request may add to its files' bytes.
 MULTIPART_SLACK_BYTES = 64 * 1024
 
@@ -74,7 +76,7 @@ def too_large_message(limit: int) -> str:
 
 class FileUploadInputSerializer(ClosedSerializer):
     files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False, min_length=1,
-                                  max_length=1000, help_text="One or more files (the formats editors can upload).")
+                                  max_length=MAX_FILES_PER_REQUEST, help_text="One or more files (the formats editors can upload).")
     tenant = TenantField()
 
 
@@ -103,7 +105,7 @@ def _bounds() -> dict[str, int]:
 
 class _SessionFilesBase(APIView):
     permission_classes = [IsTenantReader]
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [JSONParser]
 
     def _session(self, request: Request, session_id: str) -> tuple[TenantContext, ChatSession]:
         ctx = resolve_tenant_context(request)
@@ -115,6 +117,8 @@ class _SessionFilesBase(APIView):
 
 
 class SessionFilesApi(_SessionFilesBase):
+    parser_classes = [MultiPartParser]
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         # Before authentication, which may already read the body (a session's CSRF check does).
         if request.method == "POST":
@@ -128,7 +132,7 @@ class SessionFilesApi(_SessionFilesBase):
 
     @extend_schema(
         request={"multipart/form-data": OpenApiRequest(FileUploadInputSerializer)},
-        responses={202: FileListSerializer, **ERRORS, 413: ChatErrorSerializer},
+        responses={202: FileListSerializer, **ERRORS, 409: ChatErrorSerializer, 413: ChatErrorSerializer},
         summary="Attach files to one of your chat sessions (processed in the background)",
         description="The files go through the editors' pipeline (extraction, chunking, embedding by the workers); poll GET "
                     "for each file's status, phase and progress. Their passages are searched only in this conversation "
@@ -143,7 +147,8 @@ class SessionFilesApi(_SessionFilesBase):
         data = FileUploadInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         if session.kind != SessionKind.CHAT:
-            raise exceptions.ValidationError({"session_id": ["files attach to chat sessions; the agent does not search them"]})
+            return _private({"error": "conflict", "detail": "This is an agent session: files attach to chat sessions "
+                                                            "(the agent does not search them)."}, status.HTTP_409_CONFLICT)
         try:
             documents = session_files_attach(session=session, files=data.validated_data["files"], actor=f"{ctx.principal} (conversation)")
         except FileLimitExceeded as exc:
