@@ -29,6 +29,10 @@ class TenantAdmin(admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
+        # Private stores (a conversation's files) are listed with their conversation, not as tenants.
+        return super().get_queryset(request).public()
+
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):

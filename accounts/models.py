@@ -28,8 +28,21 @@ class Role(models.TextChoices):
         return cls(min(roles, key=cls.rank))
 
 
+class TenantQuerySet(models.QuerySet["Tenant"]):
+    def public(self) -> TenantQuerySet:
+        """Tenants people and tokens can work in: every tenant but the private stores."""
+        return self.filter(private_to__isnull=True)
+
+
 class Tenant(models.Model):
-    """The namespace every document, chunk, session and token belongs to."""
+    """The namespace every document, chunk, session and token belongs to.
+
+    A *private store* (``private_to`` set) is a namespace of its own for documents that belong
+    to one conversation of ``private_to`` (its attached files, ``chat.models.SessionFiles``): its
+    chunks, term statistics and graph are apart from the tenant's, so no search of the tenant can
+    reach them. Nobody is a member of one and no access path resolves it (``TenantQuerySet.public``):
+    only the conversation's owner reaches it, through the chat code that holds the link.
+    """
 
     slug = models.CharField(
         max_length=64,
@@ -38,6 +51,14 @@ class Tenant(models.Model):
     )
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A private store: the tenant whose conversation it serves (deleted with that tenant).
+    private_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="private_stores")
+    # At most this many chunks in the namespace (None: no bound). The document worker fails a document
+    # that would pass it, before embedding; ``chunk_quota_name`` is what its message calls the bound.
+    chunk_quota = models.PositiveIntegerField(null=True, blank=True)
+    chunk_quota_name = models.CharField(max_length=64, blank=True)
+
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]

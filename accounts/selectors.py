@@ -8,12 +8,13 @@ from accounts.models import ApiToken, Membership, Role, Tenant
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
-    return Tenant.objects.filter(slug=slug).first()
+    """The tenant called ``slug``; None for unknown slugs and for private stores (nobody resolves those)."""
+    return Tenant.objects.public().filter(slug=slug).first()
 
 
 def membership_role(*, user: AbstractBaseUser | AnonymousUser, tenant: Tenant) -> Role | None:
-    """The user's role in ``tenant``; superusers are admins of every tenant."""
-    if not user.is_authenticated or not user.is_active:
+    """The user's role in ``tenant``; superusers are admins of every tenant but the private stores."""
+    if not user.is_authenticated or not user.is_active or tenant.private_to_id is not None:
         return None
     if getattr(user, "is_superuser", False):
         return Role.ADMIN
@@ -24,7 +25,7 @@ def membership_role(*, user: AbstractBaseUser | AnonymousUser, tenant: Tenant) -
 def tenants_for_user(*, user: AbstractBaseUser, min_role: Role = Role.READER) -> list[Tenant]:
     """Tenants where ``user`` holds at least ``min_role`` (all tenants for superusers)."""
     if getattr(user, "is_superuser", False):
-        return list(Tenant.objects.all())
+        return list(Tenant.objects.public())
     allowed = [r for r in Role if Role.rank(r) >= Role.rank(min_role)]
     return list(Tenant.objects.filter(memberships__user=user, memberships__role__in=allowed).distinct())
 

@@ -57,6 +57,8 @@ class Citation(TypedDict):
     chunk_id: str
     score: float
     graph_path: NotRequired[Annotated[list[str], Help("Graph search found this passage through these entities, in order.")]]
+    file_id: NotRequired[Annotated[str, Help("The passage is from this file attached to the conversation (GET "
+                                             "/v1/chat/sessions/{id}/files), not from the knowledge base.")]]
 
 
 class Usage(TypedDict):

@@ -233,3 +233,22 @@ class AgentRun(models.Model):
     def resumable(self) -> bool:
         """Stopped before finishing (max_steps, timeout, provider_error, cancelled, or a failure): it may continue."""
         return self.status == RunStatus.STOPPED
+
+
+# --- files attached to a conversation (chat.files) --------------------------------------------
+
+
+class SessionFiles(models.Model):
+    """The private store holding a conversation's attached files (``accounts.Tenant.private_to``).
+
+    The files are documents of ``store``, processed by the knowledge base's own pipeline; only
+    this link leads to them, so only the session's owner reaches them. Deleting the store (its
+    documents first: ``chat.files.services.session_files_drop``) deletes this row by cascade.
+    """
+
+    session = models.OneToOneField(ChatSession, on_delete=models.CASCADE, related_name="file_store")
+    store = models.OneToOneField("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"files of {self.session_id}"

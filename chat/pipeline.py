@@ -13,6 +13,7 @@ provider's own error text stays out of responses and logs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import DatabaseError
 
+from chat.files.selectors import session_store_slug
 from chat.events import (
     ERRORS,
     GRAPH_NOT_BUILT,
@@ -47,6 +49,7 @@ from chat.selectors import chat_memory, session_head
 from chat.services import chat_exchange_record
 from config.db import db_step
 from knowledge import rag
+from knowledge.rag.fusion import rrf
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +69,80 @@ def _error(code: str) -> ErrorEvent:
     return {"event": "error", "data": {"error": code, "detail": ERRORS[code]}}
 
 
+@dataclass(frozen=True)
+class FileScope:
+    """Where a conversation's retrieval looks besides (or instead of) the tenant's knowledge base.
+
+    ``store``: the namespace of the session's attached files (None: nothing attached). ``sources``:
+    ``all`` (the knowledge base and the files, fused by RRF), ``files`` (the files only) or
+    ``knowledge`` (the knowledge base only). ``identifier``: one file's id, narrowing the files to it
+    (Parsimony's ``identifier``); with it, only that file is searched.
+    """
+
+    store: str | None
+    sources: str = "all"
+    identifier: str | None = None
+
+
+@dataclass(frozen=True)
+class AttachedHit(rag.RAGHit):
+    """A hit from the conversation's own files (its citation says ``file_id``)."""
+
+
 async def retrieve(
     *, tenant: Any, prompt: str, graph: bool = False, fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
+    files: FileScope | None = None,
 ) -> tuple[list[rag.RAGHit], GraphSearchDiagnostics | None]:
-    """The tenant's chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``,
-    and the graph diagnostic when ``graph`` was asked for (None otherwise). ``fusion`` /
-    ``fusion_weight``: hybrid search's fusion (None: the configured default; the graph leg fuses by RRF).
+    """The chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``, and the
+    graph diagnostic when ``graph`` was asked for (None otherwise). ``fusion`` / ``fusion_weight``:
+    hybrid search's fusion (None: the configured default; the graph leg fuses by RRF).
+
+    Searched: the tenant's knowledge base, and with ``files`` the conversation's attached files
+    (``FileScope``). Both lists are fused by Reciprocal Rank Fusion (k = 60, as within one search),
+    each keeping its own statistics, so neither store's scores need to be comparable.
+    """
+    limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
+    with_files = files is not None and files.store is not None and files.sources != "knowledge"
+    with_knowledge = files is None or (files.sources != "files" and files.identifier is None)
+    if not with_files:
+        if not with_knowledge:
+            return [], ({"requested": True, "used": False, "detail": GRAPH_NOT_KEPT} if graph else None)
+        return await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
+    assert files is not None and files.store is not None
+    attached = await _retrieve_files(store=files.store, prompt=prompt, identifier=files.identifier)
+    if not with_knowledge:
+        return attached, ({"requested": True, "used": False, "detail": GRAPH_NOT_KEPT} if graph else None)
+    known, diagnostic = await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
+    by_key = {f"k{h.chunk.chunk_id}": h for h in known} | {f"f{h.chunk.chunk_id}": h for h in attached}
+    fused = rrf([[f"k{h.chunk.chunk_id}" for h in known], [f"f{h.chunk.chunk_id}" for h in attached]])
+    return [dataclasses.replace(by_key[key], score=score) for key, score, _ in fused[:limit]], diagnostic
+
+
+async def _retrieve_files(*, store: str, prompt: str, identifier: str | None) -> list[rag.RAGHit]:
+    """The conversation's own passages for ``prompt`` (one file's with ``identifier``), as ``AttachedHit``."""
+    service = rag.tenant_service(store)
+    limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
+    mode = rag.SearchMode.HYBRID if service.embedder is not None else rag.SearchMode.KEYWORD
+    filters = {"file_id": identifier} if identifier else None
+    try:
+        try:
+            hits = await service.search(prompt, mode=mode, limit=limit, filters=filters)
+        except rag.EmbedderError as exc:
+            logger.warning("chat retrieval: the embedder failed (%s); searching the attached files by keyword", type(exc).__name__)
+            hits = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)
+    except rag.NamespaceNotFound:
+        return []  # the files were dropped meanwhile (the conversation expired or was deleted)
+    except (rag.RAGError, DatabaseError, OSError) as exc:
+        raise RetrievalFailed(type(exc).__name__) from exc
+    floor = settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY
+    return [AttachedHit(**{f.name: getattr(h, f.name) for f in dataclasses.fields(h)})
+            for h in hits if h.keyword_score is not None or (h.semantic_similarity or 0.0) >= floor]
+
+
+async def _retrieve_tenant(
+    *, tenant: Any, prompt: str, graph: bool, fusion: rag.Fusion | str | None, fusion_weight: float | None,
+) -> tuple[list[rag.RAGHit], GraphSearchDiagnostics | None]:
+    """The tenant's chunks relevant to ``prompt`` (see ``retrieve``).
 
     Hybrid search when an embedder is configured (keyword search when it is not,
     or when it fails), with the knowledge graph's leg fused in when ``graph``. A
@@ -122,6 +193,8 @@ def graph_diagnostic(result: rag.GraphSearchResult, used: list[rag.RAGHit]) -> G
 
 def citation_of(hit: rag.RAGHit) -> Citation:
     citation: Citation = {"document_id": hit.chunk.document_id, "chunk_id": hit.chunk.chunk_id, "score": hit.score}
+    if isinstance(hit, AttachedHit):
+        citation["file_id"] = hit.chunk.document_id
     if hit.graph_path:
         citation["graph_path"] = list(hit.graph_path)
     return citation
@@ -166,12 +239,16 @@ async def answer_stream(
     fusion: rag.Fusion | str | None = None,
     fusion_weight: float | None = None,
     branch: Branch | None = None,
+    sources: str = "all",
+    identifier: str | None = None,
 ) -> AsyncIterator[ChatEvent]:
     """Answer ``prompt`` in ``session``, as events (see ``chat.events``).
 
     Preconditions: ``session`` was loaded for the caller's tenant and principal
     (with ``session.tenant`` available); ``prompt`` is non-blank and within the
-    search bounds (16,384 characters). The exchange is stored only when the
+    search bounds (16,384 characters). ``sources`` / ``identifier``: which of the knowledge base
+    and the conversation's attached files are searched (``FileScope``; an ``identifier`` the
+    caller checked names one of the session's files). The exchange is stored only when the
     answer completed. Cancelling the consumer (a client that disconnects)
     closes the model stream and stores nothing. ``branch``: where the exchange
     goes in the conversation (regenerate, edit); None continues the current thread.
@@ -183,12 +260,14 @@ async def answer_stream(
     try:
         if branch is None:
             branch = Branch(parent_id=await db_step(session_head, session=session))
+        store = await db_step(session_store_slug, session=session)
     except DatabaseError as exc:
-        logger.error("chat memory unavailable: %s", type(exc).__name__)
+        logger.error("chat memory or attached files unavailable: %s", type(exc).__name__)
         yield _error("database_unavailable")
         return
     try:
-        hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight)
+        hits, graph = await retrieve(tenant=tenant, prompt=prompt, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight,
+                                     files=FileScope(store, sources, identifier))
     except RetrievalFailed as exc:
         logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
         yield _error("retrieval_unavailable")
@@ -287,12 +366,14 @@ async def answer_stream(
 async def answer(
     *, session: ChatSession, prompt: str, template: str = "default", graph_search: bool | None = None,
     fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None, branch: Branch | None = None,
+    sources: str = "all", identifier: str | None = None,
 ) -> ChatResponse:
     """``answer_stream`` collected into the JSON response; raises ``ChatFailed`` on an ``error`` event."""
     parts: list[str] = []
     completed: CompletedData | None = None
     async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search,
-                                      fusion=fusion, fusion_weight=fusion_weight, branch=branch)) as events:
+                                      fusion=fusion, fusion_weight=fusion_weight, branch=branch, sources=sources,
+                                      identifier=identifier)) as events:
         async for event in events:
             if event["event"] == "text_delta":
                 parts.append(event["data"]["text"])

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import Tenant
+from chat.files.services import session_files_drop
 from chat.models import ChatSession, Feedback, FeedbackRating, SessionKind, Turn, TurnRole
 
 
@@ -127,10 +128,12 @@ def chat_session_rename(*, session: ChatSession, title: str) -> ChatSession:
 
 @transaction.atomic
 def chat_session_delete(*, session: ChatSession) -> None:
-    """Delete ``session`` with its turns (and anything else hanging off it, by cascade).
+    """Delete ``session`` with its turns, its attached files (passages and uploads included) and
+    anything else hanging off it, by cascade.
 
     Precondition: ``session`` was loaded for the caller (tenant and principal). An answer
     still streaming into it elsewhere fails to store and ends with an error event.
     """
+    session_files_drop(session=session, actor=session.principal)
     Turn.objects.filter(tenant_id=session.tenant_id, session=session).delete()
     session.delete()

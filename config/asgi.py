@@ -11,6 +11,7 @@ and the guard that turns a database failure during the WebSocket handshake into 
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -24,14 +25,23 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 
-from config.edge import BodySizeLimit, WebSocketDatabaseGuard  # noqa: E402
+from config.edge import BodySizeLimit, RouteLimit, WebSocketDatabaseGuard  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
+from chat.api import files as files_api  # noqa: E402
 from chat.mcp.http import McpHttpApp  # noqa: E402
 from starlette.types import Receive, Scope, Send  # noqa: E402
 
+# No conversation holds more than QUARRY_CHAT_FILES_MAX_BYTES of files: an attach request past it (plus
+# its multipart framing) is refused while it arrives, before Django spools the body to disk.
+CHAT_FILES_LIMIT = RouteLimit(
+    path=re.compile(r"/v1/chat/sessions/[^/]+/files"),
+    limit=lambda: settings.QUARRY_CHAT_FILES_MAX_BYTES + files_api.MULTIPART_SLACK_BYTES,
+    message=lambda limit: files_api.too_large_message(settings.QUARRY_CHAT_FILES_MAX_BYTES),
+)
+
 django_and_channels = ProtocolTypeRouter(
     {
-        "http": BodySizeLimit(django_asgi_app, settings.DATA_UPLOAD_MAX_MEMORY_SIZE),
+        "http": BodySizeLimit(django_asgi_app, settings.DATA_UPLOAD_MAX_MEMORY_SIZE, routes=[CHAT_FILES_LIMIT]),
         "websocket": AllowedHostsOriginValidator(WebSocketDatabaseGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
     }
 )

@@ -2,7 +2,8 @@
 
 - ``BodySizeLimit`` (HTTP): a request body over ``QUARRY_MAX_REQUEST_BYTES`` is answered 413
   while it arrives: at once when ``Content-Length`` says so, otherwise as soon as the bytes
-  received pass the limit. Django's ASGI handler would first read the whole body (to a
+  received pass the limit. Some POSTs have a tighter limit of their own (``RouteLimit``: a
+  conversation's attached files, ``QUARRY_CHAT_FILES_MAX_BYTES``). Django's ASGI handler would first read the whole body (to a
   temporary file), whatever its size.
 - ``WebSocketDatabaseGuard`` (WebSocket): Channels' ``AuthMiddlewareStack`` reads the session
   and the user before any consumer runs, so a database that is down (or too busy) would make
@@ -16,7 +17,9 @@ from __future__ import annotations
 import html
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+import re
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError
@@ -40,18 +43,35 @@ class _TooLarge(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class RouteLimit:
+    """A tighter body limit for the POSTs to paths matching ``path`` (``limit()`` read per request,
+    so settings can change), refused with ``message(limit)`` as the detail."""
+
+    path: re.Pattern[str]
+    limit: Callable[[], int]
+    message: Callable[[int], str]
+
+
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, routes: Sequence[RouteLimit] = ()) -> None:
         self.app = app
         self.limit = limit
+        self.routes = tuple(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit, detail = self.limit, request_too_large_message(self.limit)
+        for route in self.routes:
+            if scope.get("method") == "POST" and route.path.fullmatch(scope.get("path", "")):
+                limit = min(limit, route.limit())
+                detail = route.message(limit)
+                break
         declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
-            await self._refuse(scope, send)
+        if declared is not None and declared > limit:
+            await self._refuse(scope, send, detail)
             return
         received = 0
         exceeded = False
@@ -62,7 +82,7 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                if received > limit:
                     exceeded = True
                     # Django stops reading at a disconnect and sends nothing; the 413 is ours.
                     return {"type": "http.disconnect"}
@@ -76,11 +96,10 @@ class BodySizeLimit:
 
         await self.app(scope, limited_receive, tracked_send)
         if exceeded and not started:
-            await self._refuse(scope, send)
+            await self._refuse(scope, send, detail)
 
-    async def _refuse(self, scope: Scope, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send, detail: str) -> None:
         """413: JSON in the API's error shape under /v1/, a short page elsewhere (the admin's upload form)."""
-        detail = request_too_large_message(self.limit)
         if scope.get("path", "").startswith(API_PREFIX):
             body, content_type = json.dumps({"error": "request_too_large", "detail": detail}).encode(), b"application/json"
         else:

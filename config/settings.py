@@ -361,6 +361,13 @@ QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY = env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMI
 # Turns of conversation memory (user and assistant messages, oldest first) in each prompt.
 QUARRY_CHAT_MEMORY_TURNS = env_int("QUARRY_CHAT_MEMORY_TURNS", 2, minimum=0, maximum=20)
 
+# Files attached to a conversation (chat/files): bounds per conversation, each named in its
+# error, and how long an idle conversation keeps them (a daily django-q2 Schedule deletes them).
+QUARRY_CHAT_FILES_MAX_FILES = env_int("QUARRY_CHAT_FILES_MAX_FILES", 10, minimum=1, maximum=1000)
+QUARRY_CHAT_FILES_MAX_BYTES = env_int("QUARRY_CHAT_FILES_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
+QUARRY_CHAT_FILES_MAX_CHUNKS = env_int("QUARRY_CHAT_FILES_MAX_CHUNKS", 2000, minimum=1, maximum=100_000)
+QUARRY_CHAT_FILES_TTL_DAYS = env_int("QUARRY_CHAT_FILES_TTL_DAYS", 30, minimum=1)
+
 # --- Retrieval agent (chat/agent): bounds of one run ------------------------------
 # The catalog's logical model the agent asks (it must call tools); empty: the catalog's default.
 QUARRY_AGENT_MODEL = (env_str("QUARRY_AGENT_MODEL") or "").strip()

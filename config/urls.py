@@ -16,6 +16,7 @@ from chat.api import actions as actions_api
 from chat.api import agent as agent_api
 from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
+from chat.api import files as files_api
 from knowledge import api as knowledge_api
 from config import views
 
@@ -37,6 +38,9 @@ api_v1 = [
     path("chunks/fetch", knowledge_api.ChunkFetchApi.as_view(), name="chunks-fetch"),
     path("chat/sessions", conversations_api.ChatSessionsApi.as_view(), name="chat-sessions"),
     path("chat/sessions/<str:session_id>", conversations_api.ChatSessionDetailApi.as_view(), name="chat-session-detail"),
+    path("chat/sessions/<str:session_id>/files", files_api.SessionFilesApi.as_view(), name="chat-session-files"),
+    path("chat/sessions/<str:session_id>/files/passages", files_api.SessionFilePassagesApi.as_view(), name="chat-session-file-passages"),
+    path("chat/sessions/<str:session_id>/files/<str:file_id>", files_api.SessionFileDetailApi.as_view(), name="chat-session-file"),
     path("graph/picture", knowledge_api.GraphPictureApi.as_view(), name="graph-picture"),
     path("chat/completions", chat_api.chat_completions, name="chat-completions"),
     path("chat/sessions/<str:session_id>/turns/<str:turn_id>/regenerate", actions_api.turn_regenerate, name="chat-turn-regenerate"),

@@ -28,10 +28,12 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
-from accounts.models import Tenant
+from accounts.models import Role, Tenant
+from accounts.selectors import tenants_for_user
 from knowledge import rag
 from knowledge.models import (
-    AuditEvent, CorpusStat, Document, DocumentStatus, EmbeddingMigration, EmbeddingMigrationStatus, Entity, IndexRebuild, SearchLanguage,
+    AuditEvent, ConversationFile, CorpusStat, Document, DocumentStatus, EmbeddingMigration, EmbeddingMigrationStatus, Entity, IndexRebuild,
+    SearchLanguage,
 )
 from knowledge.services.documents import (
     DocumentInputError,
@@ -91,6 +93,8 @@ class TenantScopedAdmin(admin.ModelAdmin):
         user = request.user
         if not (user.is_active and user.is_staff):
             return False
+        if obj is not None and getattr(obj, "tenant_id", None) is not None and _is_private(obj.tenant_id):
+            return False  # a conversation's files: ConversationFileAdmin lists them, without their text
         if user.is_superuser:
             return True
         tenant_ids = {t.pk for t in editable_tenants(request)}
@@ -114,8 +118,20 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
-            return queryset
+            # Every tenant but the private stores: a conversation's files are its owner's alone.
+            return queryset.filter(tenant__private_to__isnull=True)
         return queryset.filter(tenant__in=editable_tenants(request))
+
+
+def tenant_choices(request: HttpRequest) -> QuerySet[Tenant]:
+    """The tenants a form may name: the editable ones (every tenant for a superuser), never a private store."""
+    if request.user.is_superuser:
+        return Tenant.objects.public()
+    return Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
+
+
+def _is_private(tenant_id: int) -> bool:
+    return Tenant.objects.filter(pk=tenant_id, private_to__isnull=False).exists()
 
 
 class TenantFilter(admin.SimpleListFilter):
@@ -484,8 +500,8 @@ class SearchLanguageAdmin(TenantScopedAdmin):
         return self.readonly_fields + (["tenant"] if obj is not None else [])
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant" and not request.user.is_superuser:
-            kwargs["queryset"] = Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
+        if db_field.name == "tenant":
+            kwargs["queryset"] = tenant_choices(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="Index uses")
@@ -542,8 +558,8 @@ class EmbeddingMigrationAdmin(TenantScopedAdmin):
         return [] if obj is None else self.get_fields(request, obj)
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant" and not request.user.is_superuser:
-            kwargs["queryset"] = Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
+        if db_field.name == "tenant":
+            kwargs["queryset"] = tenant_choices(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="Progress")
@@ -658,3 +674,51 @@ class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
             "<tbody>{}</tbody></table>", body,
         )
 
+
+
+# --- Files attached to conversations (chat.files): existence and size, never their text --------------
+
+
+@admin.register(ConversationFile)
+class ConversationFileAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """The files readers attached to their conversations, for the admins of their tenant (superusers: all).
+
+    Their passages are the conversation owner's alone: this list shows that they exist, their size,
+    state and passage count, never their text, and nothing links to a page that would.
+    """
+
+    list_display = ["source_name", "conversation_tenant", "status", "size", "chunk_count", "created_at"]
+    list_display_links = None
+    list_select_related = ["tenant__private_to"]
+    list_per_page = 100
+    show_full_result_count = False
+    ordering = ["-created_at", "-id"]
+
+    def _tenants(self, request: HttpRequest) -> list[Tenant] | None:
+        """Tenants whose conversations' files the user may see listed (None: every tenant, a superuser)."""
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return []
+        return None if user.is_superuser else tenants_for_user(user=user, min_role=Role.ADMIN)  # type: ignore[arg-type]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        tenants = self._tenants(request)
+        return tenants is None or bool(tenants)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self.has_module_permission(request)  # the list only: no page per file
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request).filter(tenant__private_to__isnull=False).only(
+            "source_name", "status", "source_size", "chunk_count", "created_at", "tenant__private_to__slug",
+        )
+        tenants = self._tenants(request)
+        return queryset if tenants is None else queryset.filter(tenant__private_to__in=tenants)
+
+    @admin.display(description="Tenant")
+    def conversation_tenant(self, obj: ConversationFile) -> str:
+        return obj.tenant.private_to.slug if obj.tenant.private_to else ""
+
+    @admin.display(description="Size", ordering="source_size")
+    def size(self, obj: ConversationFile) -> str:
+        return limits.describe_bytes(obj.source_size)

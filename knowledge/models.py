@@ -234,6 +234,15 @@ class Document(models.Model):
         return self.title or self.external_id
 
 
+class ConversationFile(Document):
+    """A document of a private store (a file a reader attached to a conversation; ``accounts.Tenant.private_to``),
+    as the admin lists it: that it exists, its size and state, never its text."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "conversation file"
+
+
 class Chunk(models.Model):
     """A searchable piece of a document: ``text == document.text[start_char:end_char]`` when the
     offsets are set; both are NULL for a chunk that is not a verbatim slice of its document

@@ -59,6 +59,10 @@ COMPONENTS: dict[str, str] = {
     "chat.llm": "chat.llm",
     "chat.selectors": "chat.selectors",
     "chat.services": "chat.services",
+    # A conversation's attached files: reads, and writes through the knowledge base's write door.
+    "chat.files.selectors": "chat.files.selectors",
+    "chat.files.services": "chat.files.services",
+    "chat.files": "chat.files.selectors",
     "chat.pipeline": "chat.pipeline",  # the one answer generator
     "chat.agent": "chat.agent",
     "chat.mcp": "chat.mcp",  # the MCP server: adapters over the agent's tools, and its HTTP transport
@@ -107,8 +111,13 @@ ALLOWED: dict[str, set[str]] = {
     # The offline model shares extraction's furniture detector and embeds with the local embedder.
     "chat.llm": {"chat.events", "knowledge.rag"},
     "chat.selectors": {"chat.models", "chat.prompting", "accounts.models", "config.framework"},
-    "chat.services": {"chat.models", "accounts.models"},
-    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
+    "chat.files.selectors": _RAG | {"chat.models", "config.framework"},
+    # The one edge from chat to knowledge's services: attached files take the editors' pipeline
+    # (store, queue, extract, chunk, embed) into a private store, instead of a second copy of it.
+    "chat.files.services": _RAG | {"chat.models", "chat.files.selectors", "knowledge.services"},
+    "chat.services": {"chat.models", "accounts.models", "chat.files.services"},
+    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework",
+                             "chat.files.selectors"},
     "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
     # An interface like the API: the agent's tools, the tenant resolution, and (HTTP) the token lookup
     # and its last-used stamp, as the REST API's authenticator does them.
@@ -116,6 +125,7 @@ ALLOWED: dict[str, set[str]] = {
     "chat.interfaces": _RAG | {
         "chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "chat.pipeline",
         "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
+        "chat.files.selectors", "chat.files.services",
     },
     "config.framework": set(),
     # accounts.web: the Redoc page (config.urls) carries that app's page policy, widened for Redoc.

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantReader
 from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, PromptField, SessionIdField, admit, serves
+from chat.files.selectors import session_file_get
 from chat.events import ChatEvent, ChatResponse, Citation, ErrorData, Message, SessionCreated, Usage, sse_frame
 from chat.models import ChatSession
 from chat.pipeline import ChatFailed, answer, answer_stream
@@ -30,7 +31,7 @@ from chat.prompting import greeting
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
 from config.db import db_step
-from config.serializers import ClosedSerializer, StrictBooleanField, StrictFloatField, TenantField
+from config.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictFloatField, TenantField
 from knowledge import rag
 from knowledge.rag.types import MAX_FUSION_WEIGHT
 from config.typed_serializers import typed_json_schema, typed_serializer
@@ -125,8 +126,19 @@ class ChatCompletionInputSerializer(ClosedInputSerializer):
         required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
         help_text="With fusion score: the semantic list's weight (as POST /v1/search).",
     )
+    sources = serializers.ChoiceField(
+        choices=["all", "files", "knowledge"], default="all",
+        help_text="What retrieval searches: all (the knowledge base and the files attached to this conversation, fused "
+                  "by RRF), files (the attached files only) or knowledge (the knowledge base only).",
+    )
+    identifier = StrictCharField(
+        required=False, allow_null=True, default=None, max_length=40,
+        help_text="One attached file's id (GET /v1/chat/sessions/{id}/files): search that file only.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("identifier") is not None and attrs.get("sources") == "knowledge":
+            raise serializers.ValidationError({"identifier": ["names an attached file; sources knowledge searches no files"]})
         if attrs.get("fusion") == rag.Fusion.SCORE.value and attrs.get("graph_search"):
             raise serializers.ValidationError({"fusion": ["graph search fuses by rrf; score fusion cannot be used with it"]})
         if attrs.get("fusion_weight") is not None and attrs.get("fusion") == rag.Fusion.RRF.value:
@@ -196,6 +208,8 @@ class ChatAdmission:
     graph_search: bool | None
     fusion: str | None = None
     fusion_weight: float | None = None
+    sources: str = "all"
+    identifier: str | None = None
 
 
 def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
@@ -204,8 +218,10 @@ def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
     v = data.validated_data
     sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal).select_related("tenant")
     session: ChatSession = get_for_tenant(sessions, tenant=ctx.tenant, public_id=v["session_id"])
+    if v["identifier"] is not None and session_file_get(session=session, file_id=v["identifier"]) is None:
+        raise serializers.ValidationError({"identifier": [f"no file {v['identifier'][:40]!r} is attached to this conversation"]})
     return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"],
-                         fusion=v["fusion"], fusion_weight=v["fusion_weight"])
+                         fusion=v["fusion"], fusion_weight=v["fusion_weight"], sources=v["sources"], identifier=v["identifier"])
 
 
 @serves(ChatCompletionApi)
@@ -215,11 +231,13 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         return private(admitted)
     if admitted.stream:
         events = answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
-                               fusion=admitted.fusion, fusion_weight=admitted.fusion_weight)
+                               fusion=admitted.fusion, fusion_weight=admitted.fusion_weight, sources=admitted.sources,
+                               identifier=admitted.identifier)
         return sse_response(events)
     try:
         body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
-                            fusion=admitted.fusion, fusion_weight=admitted.fusion_weight)
+                            fusion=admitted.fusion, fusion_weight=admitted.fusion_weight, sources=admitted.sources,
+                            identifier=admitted.identifier)
     except ChatFailed as failure:
         return unavailable(failure.error)
     return private(JsonResponse(body))

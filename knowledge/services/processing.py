@@ -27,8 +27,9 @@ from django.db.models.functions import Now
 
 from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
-from knowledge.models import Document
+from knowledge.models import Chunk, Document
 from knowledge.rag import factory, limits
+from knowledge.rag.chunking import chunker_output
 from knowledge.rag.types import Embedder
 from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
 from knowledge.services import state
@@ -92,7 +93,8 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
             source = _source_document(document, label)
             keeper.report(_EXTRACTED)
             keeper.check()
-            service = _worker_service(claim, embedder, landed, keeper)
+            planned = _quota_check(document, source, label)
+            service = _worker_service(claim, embedder, landed, keeper, planned)
             keeper.phase(Phase.EMBEDDING)
             async_to_sync(service.ingest)(
                 [source], actor=document.requested_by or None,
@@ -167,8 +169,38 @@ def _read_source(document: Document, label: str) -> bytes:
         raise _Failure(f"{label}: the uploaded file is missing from storage; upload it again") from None
 
 
-def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome], keeper: _LeaseKeeper) -> rag.RAGService:
-    """The tenant's RAG service, with a retrying embedder and a backend that writes only for the lease holder."""
+def _quota_check(document: Document, source: rag.RAGDocument, label: str, *, planned: int | None = None, lock: bool = False) -> int | None:
+    """The chunks ``source`` makes when its tenant bounds its chunks (``Tenant.chunk_quota``), else None.
+
+    Raises ``_Failure`` when the tenant's other documents' chunks and these would pass the bound:
+    first before any embedding (cheap), then again in the chunk swap's transaction with the tenant
+    row locked (``lock``), so two documents processed at once cannot both take the last room.
+    """
+    tenant = document.tenant
+    if tenant.chunk_quota is None:
+        return None
+    if planned is None:
+        # What the service's ingest will cut (the same chunker and reader); read to one past the bound at most.
+        pieces, _, _ = chunker_output(rag.tenant_service(tenant.slug, embedder=None).chunker, source, tenant.chunk_quota + 1)
+        planned = len(pieces)
+    if lock:
+        tenant_row = type(tenant).objects.select_for_update().filter(pk=tenant.pk).values_list("chunk_quota", flat=True).first()
+        if tenant_row is None:
+            raise _LeaseLost()
+    others = Chunk.objects.filter(tenant_id=tenant.pk).exclude(document_id=document.pk).count()
+    if others + planned > tenant.chunk_quota:
+        name = f" ({tenant.chunk_quota_name})" if tenant.chunk_quota_name else ""
+        raise _Failure(f"{label} makes {planned:,} passages; with the {others:,} already stored that is over the limit of "
+                       f"{tenant.chunk_quota:,} passages{name}")
+    return planned
+
+
+def _worker_service(
+    claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome], keeper: _LeaseKeeper, planned: int | None = None,
+) -> rag.RAGService:
+    """The tenant's RAG service, with a retrying embedder and a backend that writes only for the lease holder.
+
+    ``planned``: the document's chunk count when its tenant bounds chunks (re-checked under lock before the swap)."""
     document = claim.document
 
     def before() -> None:
@@ -178,6 +210,8 @@ def _worker_service(claim: state.Claim, embedder: EmbedderChoice, landed: list[O
             raise _LeaseLost()
         if row[1]:
             raise _Cancelled()
+        if planned is not None:
+            _quota_check(document, None, state.document_label(document), planned=planned, lock=True)  # type: ignore[arg-type]
 
     def after() -> None:
         # The backend has just set status=ready with the new chunks, in this transaction.

@@ -267,6 +267,7 @@
     }
     markCurrentSession();
     updateModeHint();
+    if (data.created) sessionChanged();
   }
 
   function titleFrom(prompt) {
@@ -604,9 +605,13 @@
     }
     var main = make("div", "source-body");
     var link = make("a", "source-title", citation.document_id);
-    link.href = documentUrl(citation);
-    link.target = "_blank";
-    link.rel = "noopener";
+    if (citation.file_id && window.QuarryChatFiles) {
+      link.textContent = window.QuarryChatFiles.label(citation.file_id);  // attached to this conversation: no page
+    } else {
+      link.href = documentUrl(citation);
+      link.target = "_blank";
+      link.rel = "noopener";
+    }
     var snippet = make("p", "source-snippet", "Loading…");
     var score = make("p", "source-score", "Score " + formatScore(citation.score));
     main.append(link, snippet, score);
@@ -664,6 +669,15 @@
 
   function loadChunks(ids) {
     var missing = ids.filter(function (id) { return !(id in state.chunkCache); });
+    var files = window.QuarryChatFiles;
+    var attached = files ? missing.filter(files.owns) : [];
+    if (attached.length) {  // the conversation's own passages come from its files endpoint
+      missing = missing.filter(function (id) { return attached.indexOf(id) < 0; });
+      return Promise.all([loadChunks(missing), files.passages(attached).then(function (chunks) {
+        attached.forEach(function (id) { state.chunkCache[id] = null; });
+        chunks.forEach(function (chunk) { state.chunkCache[chunk.chunk_id] = chunk; });
+      })]);
+    }
     if (!missing.length) return Promise.resolve();
     return fetch("/v1/chunks/fetch", {
       method: "POST",
@@ -786,6 +800,7 @@
     if (updateUrl) history.pushState({ session: null }, "", "/");
     markCurrentSession();
     updateModeHint();
+    sessionChanged();
   }
 
   function openSession(sessionId, push) {
@@ -798,6 +813,7 @@
     state.sessionKind = null;
     if (push) history.pushState({ session: sessionId }, "", sessionUrl(sessionId));
     markCurrentSession();
+    sessionChanged();
     closeSessionsOnPhone();
     if (state.connected) requestHistory(sessionId, false);
   }
@@ -1005,6 +1021,28 @@
     if (sessionId) openSession(sessionId, false); else startNewConversation(false);
   });
 
+  /* Hooks for static/chat/files.js (files attached to a conversation): it reads the current
+     session, starts one before the first question when a file is attached, and hears changes. */
+  function sessionChanged() {
+    document.dispatchEvent(new CustomEvent("quarry:session", { detail: { sessionId: state.sessionId } }));
+  }
+  window.QuarryChat = {
+    tenant: config.tenant,
+    csrfToken: csrfToken,
+    sessionId: function () { return state.sessionId; },
+    mode: currentMode,
+    notice: function (text) { el.greeting.hidden = true; el.messages.append(make("p", "notice", text)); },
+    adoptNewSession: function (sessionId) {
+      state.sessionId = sessionId;
+      state.sessionKind = "chat";
+      history.pushState({ session: sessionId }, "", sessionUrl(sessionId));
+      addSessionItem({ session_id: sessionId, kind: "chat", title: "New conversation" }, true);
+      markCurrentSession();
+      updateModeHint();
+      sessionChanged();
+    },
+  };
+
   var initial = new URLSearchParams(location.search).get("session");
   if (initial) {
     state.sessionId = initial;
@@ -1039,6 +1077,7 @@
       },
     });
   }
+  sessionChanged();
   setBusy(false);
   connect();
 })();
