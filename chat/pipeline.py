@@ -85,8 +85,34 @@ class FileScope:
 
 
 @dataclass(frozen=True)
-class AttachedHit(rag.RAGHit):
+class ScoredHit(rag.RAGHit):
+    """A retrieved hit with the relevance floor of the model that scored it (``similarity_floor``)."""
+
+    relevance_floor: float = rag.types.DEFAULT_RELEVANCE_FLOOR
+
+    @property
+    def calibrated_similarity(self) -> float | None:
+        """``semantic_similarity`` on MiniLM's scale (``rag.types.calibrated_similarity``), what the
+        offline model's thresholds were tuned on."""
+        if self.semantic_similarity is None:
+            return None
+        return rag.types.calibrated_similarity(self.semantic_similarity, self.relevance_floor)
+
+
+@dataclass(frozen=True)
+class AttachedHit(ScoredHit):
     """A hit from the conversation's own files (its citation says ``file_id``)."""
+
+
+def similarity_floor(service: rag.RAGService) -> float:
+    """The least cosine a semantic-only hit of ``service``'s searches needs: the setting when set,
+    else the floor of the embedder the service searched with (the tenant's model, after a search)."""
+    configured = settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY
+    return configured if configured is not None else rag.types.relevance_floor(service.embedder)
+
+
+def _scored(hit: rag.RAGHit, floor: float, cls: type[ScoredHit] = ScoredHit) -> ScoredHit:
+    return cls(**{f.name: getattr(hit, f.name) for f in dataclasses.fields(rag.RAGHit)}, relevance_floor=floor)
 
 
 async def retrieve(
@@ -134,9 +160,8 @@ async def _retrieve_files(*, store: str, prompt: str, identifier: str | None) ->
         return []  # the files were dropped meanwhile (the conversation expired or was deleted)
     except (rag.RAGError, DatabaseError, OSError) as exc:
         raise RetrievalFailed(type(exc).__name__) from exc
-    floor = settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY
-    return [AttachedHit(**{f.name: getattr(h, f.name) for f in dataclasses.fields(h)})
-            for h in hits if h.keyword_score is not None or (h.semantic_similarity or 0.0) >= floor]
+    floor = similarity_floor(service)
+    return [_scored(h, floor, AttachedHit) for h in hits if h.keyword_score is not None or (h.semantic_similarity or 0.0) >= floor]
 
 
 async def _retrieve_tenant(
@@ -147,7 +172,7 @@ async def _retrieve_tenant(
     Hybrid search when an embedder is configured (keyword search when it is not,
     or when it fails), with the knowledge graph's leg fused in when ``graph``. A
     semantic-only hit counts as relevant only when its cosine similarity reaches
-    ``QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY``; semantic search always returns
+    the embedding model's floor (``similarity_floor``); semantic search always returns
     *something*, and unrelated passages make worse answers. A passage the graph
     found counts: the entities on its path connect it to the question.
     """
@@ -168,8 +193,10 @@ async def _retrieve_tenant(
             hits, result = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit), None
     except (rag.RAGError, DatabaseError, OSError) as exc:
         raise RetrievalFailed(type(exc).__name__) from exc
-    floor = settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY
-    kept = [h for h in hits if h.keyword_score is not None or h.graph_path or (h.semantic_similarity or 0.0) >= floor]
+    floor = similarity_floor(service)
+    kept: list[rag.RAGHit] = [
+        _scored(h, floor) for h in hits if h.keyword_score is not None or h.graph_path or (h.semantic_similarity or 0.0) >= floor
+    ]
     if not graph:
         return kept, None
     if result is None:
@@ -215,6 +242,12 @@ class Branch:
     question_id: int | None = None
 
 
+def _calibrated(hit: rag.RAGHit) -> float | None:
+    if isinstance(hit, ScoredHit):
+        return hit.calibrated_similarity
+    return hit.semantic_similarity
+
+
 def retrieval_settings(*, service: Any, graph: bool, fusion: rag.Fusion | str | None, fusion_weight: float | None) -> dict[str, Any]:
     """What an answer's retrieval was asked to do, resolved against the server's defaults (kept with
     the answer, and copied into feedback on it)."""
@@ -225,7 +258,7 @@ def retrieval_settings(*, service: Any, graph: bool, fusion: rag.Fusion | str | 
         "fusion": (rag.Fusion.RRF if graph else rag.Fusion.parse(fusion) if fusion else service.fusion).value if hybrid else None,
         "fusion_weight": (service.fusion_weight if fusion_weight is None else fusion_weight) if hybrid else None,
         "top_k": settings.QUARRY_CHAT_RETRIEVAL_TOP_K,
-        "min_similarity": settings.QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY,
+        "min_similarity": similarity_floor(service),
         "embedding_model": rag.types.declared_model_id(service.embedder) if hybrid else None,
     }
 
@@ -280,7 +313,9 @@ async def answer_stream(
         messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
         # The offline model scores sentences with the similarities retrieval has just computed
         # instead of embedding them again (chat.llm.selection); a hosted model never sees them.
-        similarities = {n: hit.semantic_similarity for n, hit in enumerate(hits, start=1) if hit.semantic_similarity is not None}
+        # On MiniLM's scale whatever the tenant's model (ScoredHit.calibrated_similarity), as they were tuned.
+        similarities = {n: similarity for n, hit in enumerate(hits, start=1)
+                        if (similarity := _calibrated(hit)) is not None}
         with passage_similarities(similarities) if similarities else nullcontext():
             async with aclosing(stream_chat(messages)) as model_events:
                 first_token: float | None = None
@@ -333,8 +368,12 @@ async def answer_stream(
     yield {"event": "citations", "data": citations_data}
 
     usage = cast(Usage, finished.usage.as_dict())
-    used = retrieval_settings(service=rag.tenant_service(tenant.slug), graph=bool(wants_graph), fusion=fusion,
-                              fusion_weight=fusion_weight)
+    settings_service = rag.tenant_service(tenant.slug)
+    try:
+        await settings_service.follow_namespace_model()  # record the tenant's model, not the configured default
+    except (rag.RAGError, DatabaseError):
+        pass  # the record is informative; the answer stands
+    used = retrieval_settings(service=settings_service, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight)
     try:
         question, stored = await db_step(
             chat_exchange_record, session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,

@@ -357,7 +357,12 @@ QUARRY_CHAT_RETRIEVAL_TOP_K = env_int("QUARRY_CHAT_RETRIEVAL_TOP_K", 5, minimum=
 QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = env_bool("QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH", False)
 # A passage found only by semantic search is used when its cosine similarity reaches this
 # (0..1); keyword matches always count. Semantic search always returns *something*.
-QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY = env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY", 0.3, minimum=0.0, maximum=1.0)
+# Semantic-only passages below this cosine are not used. Unset: the embedding model's own floor
+# (knowledge.rag.types.relevance_floor: MiniLM 0.30, bge-small 0.60), since models spread cosines differently.
+QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY: float | None = (
+    env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY", 0.3, minimum=0.0, maximum=1.0)
+    if (env_str("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY") or "").strip() else None
+)
 # Turns of conversation memory (user and assistant messages, oldest first) in each prompt.
 QUARRY_CHAT_MEMORY_TURNS = env_int("QUARRY_CHAT_MEMORY_TURNS", 2, minimum=0, maximum=20)
 

@@ -167,8 +167,9 @@ class RAGService:
     def _resolve_namespace(self) -> object:
         return self._namespace() if callable(self._namespace) else self._namespace
 
-    async def _follow_namespace_model(self) -> None:
-        """Embed with the namespace's model from now on (see ``embedder_for_model``)."""
+    async def follow_namespace_model(self) -> None:
+        """Embed with the namespace's model from now on (see ``embedder_for_model``; searches and ingests
+        call it themselves: call it to know ``embedder`` before either)."""
         lookup = getattr(self.backend, "namespace_embedding_model", None)
         if self._embedder_for_model is None or not callable(lookup):
             return
@@ -232,7 +233,7 @@ class RAGService:
         if not self._started:
             await self.start()
 
-        await self._follow_namespace_model()
+        await self.follow_namespace_model()
         vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
         store = _document_store(self.backend)
         if store is not None:
@@ -248,7 +249,7 @@ class RAGService:
                     raise
                 # The namespace moved to another model while this ingest embedded (manage.py reembed's
                 # switch): embed again with the new one, once. Its vectors may already be staged.
-                await self._follow_namespace_model()
+                await self.follow_namespace_model()
                 vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
                 prepared = [
                     PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)),
@@ -334,7 +335,7 @@ class RAGService:
         vector: Vector | None = None
         model_id: str | None = None
         if mode is not SearchMode.KEYWORD:
-            await self._follow_namespace_model()
+            await self.follow_namespace_model()
             if self.embedder is None:
                 raise ConfigurationError(self._no_embedder(f"{mode.value} search"))
             vector = (await self._embed_checked([text], kind="query"))[0]
@@ -368,7 +369,7 @@ class RAGService:
         namespace = self.namespace
         probe = RAGQuery(text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
                          rrf_k=self.rrf_k if rrf_k is None else rrf_k)
-        await self._follow_namespace_model()
+        await self.follow_namespace_model()
         vector = (await self._embed_checked([text], kind="query"))[0] if self.embedder is not None else None
         return RAGQuery(
             probe.text, namespace, mode=SearchMode.HYBRID if vector is not None else SearchMode.KEYWORD, limit=probe.limit,

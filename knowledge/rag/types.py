@@ -534,6 +534,26 @@ def takes_keyword(function: object, name: str) -> bool:
     )
 
 
+DEFAULT_RELEVANCE_FLOOR = 0.30
+
+
+def relevance_floor(embedder: object | None) -> float:
+    """The cosine similarity below which this embedder's semantic-only hits are not about the question:
+    the embedder's ``relevance_floor`` (an optional attribute, of the innermost embedder), else 0.30,
+    the value measured for all-MiniLM-L6-v2. Models spread cosines differently (bge-small's unrelated
+    pairs score about as high as MiniLM's related ones), so one number cannot serve them all."""
+    value = getattr(innermost(embedder), "relevance_floor", None) if embedder is not None else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not -1.0 <= value < 1.0:
+        return DEFAULT_RELEVANCE_FLOOR
+    return float(value)
+
+
+def calibrated_similarity(similarity: float, floor: float) -> float:
+    """``similarity`` on the scale of a model whose floor is ``DEFAULT_RELEVANCE_FLOOR`` (MiniLM's):
+    the floor maps to it and 1.0 to 1.0, linearly, so thresholds tuned on one model carry over."""
+    return 1.0 - (1.0 - similarity) * (1.0 - DEFAULT_RELEVANCE_FLOOR) / (1.0 - floor)
+
+
 def innermost(provider: object) -> object:
     """The provider a chain of wrappers wraps (each names the next in ``__wrapped__``, as ``functools.wraps`` does)."""
     seen: set[int] = set()
