@@ -16,10 +16,14 @@ every unit against the question with the two signals Quarry has offline:
 
 Two cues add to that: a unit that holds what the question's wh-phrase asks for ("how many"
 -> a number, "when" -> a date, "who"/"where" -> a name not in the question), and, once a
-unit is picked, the passage it names by its title (a multi-hop question's bridge: "... a
-single by Hank Snow" -> the passage titled "Hank Snow"), whose units become candidates even
-when they share no word with the question. Nothing here knows a data set: the cues are the
-question's grammar and the passages' titles.
+unit is picked, the next hop of a multi-hop question: the units holding a name the pick
+holds and the question does not, in their text or their passage's title ("... took place in
+Thessaloniki, Greece" -> "Thessaloniki handled 273,282 TEUs"; "... a single by Hank Snow" ->
+the passage titled "Hank Snow"), scored by those names and the question's terms no pick holds
+yet; they become candidates even when they share no word with the question. ``bridge_query``
+turns the best unit's new names into the query of a second retrieval hop (the chat pipeline's
+and the offline agent's). Nothing here knows a data set: the cues are the question's grammar,
+capitalized names and the passages' titles.
 
 A unit is a candidate only when it reaches the relevance floor (``Tuning.passage_floor`` on
 the passage's similarity and a shared question term, ``Tuning.floor`` on a unit's own cosine,
