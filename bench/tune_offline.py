@@ -82,8 +82,8 @@ def main() -> None:
     cases = [(q, async_to_sync(retrieve)(tenant=tenant, prompt=q["text"])[0], judged[q["_id"]]) for q in queries]
     settings = [Tuning()]
     if args.grid:
-        settings += [dataclasses.replace(Tuning(), passage_floor=f, passage_weight=w, stop_ratio=r, type_weight=t, title_weight=h)
-                     for f, w, r, t, h in itertools.product((0.3, 0.35), (0.75, 0.8, 0.85), (0.5, 0.6), (0.0, 0.15, 0.3), (0.0, 0.3))]
+        settings += [dataclasses.replace(Tuning(), max_chars=c, hop_weight=h, stop_ratio=r, type_weight=t)
+                     for c, h, r, t in itertools.product((260, 300, 340, 420), (0.5, 0.8, 1.2), (0.5, 0.6), (0.15, 0.3))]
     real_embed = offline._embed
     cache: dict[tuple[str, ...], list[list[float]] | None] = {}
 
@@ -96,7 +96,8 @@ def main() -> None:
         if index == 1:  # the first setting is timed with real embedding; the grid reuses its vectors
             offline._embed = cached_embed  # type: ignore[assignment]
         row = {"passage_floor": tuning.passage_floor, "passage_weight": tuning.passage_weight, "stop_ratio": tuning.stop_ratio,
-               "type_weight": tuning.type_weight, "title_weight": tuning.title_weight, "max_units": tuning.max_units, **run(cases, tuning)}
+               "type_weight": tuning.type_weight, "title_weight": tuning.title_weight, "hop_weight": tuning.hop_weight,
+               "max_units": tuning.max_units, "max_chars": tuning.max_chars, **run(cases, tuning)}
         print(json.dumps(row), flush=True)
 
 

@@ -42,7 +42,7 @@ from chat.events import (
     Usage,
 )
 from chat.llm import CatalogError, Finished, ModelUnavailable, ReasoningDelta, TextDelta, UsageReport, stream_chat
-from chat.llm.selection import passage_similarities
+from chat.llm.selection import bridge_query, passage_similarities
 from chat.models import ChatSession
 from chat.prompting import CitationMarkers, build_messages
 from chat.selectors import chat_memory, session_head
@@ -197,11 +197,42 @@ async def _retrieve_tenant(
     kept: list[rag.RAGHit] = [
         _scored(h, floor) for h in hits if h.keyword_score is not None or h.graph_path or (h.semantic_similarity or 0.0) >= floor
     ]
+    kept += await _next_hop(service, prompt=prompt, hits=kept, mode=mode, floor=floor, fusion=fusion, fusion_weight=fusion_weight)
     if not graph:
         return kept, None
     if result is None:
         return kept, {"requested": True, "used": False, "detail": GRAPH_NOT_KEPT if not service.has_graph else GRAPH_UNAVAILABLE}
     return kept, graph_diagnostic(result, kept)
+
+
+async def _next_hop(
+    service: rag.RAGService, *, prompt: str, hits: list[rag.RAGHit], mode: rag.SearchMode, floor: float,
+    fusion: rag.Fusion | str | None, fusion_weight: float | None,
+) -> list[rag.RAGHit]:
+    """At most ``QUARRY_CHAT_RETRIEVAL_HOP_K`` more passages: those a search for what the best retrieved
+    sentence names finds (``selection.bridge_query``), not already in ``hits``; none when that sentence
+    names nothing new. One bounded hop, for every model: a multi-hop question ("the location where the
+    26th Chess Olympiad occurred") names its second fact's entity only through its first passage.
+    A failing second search costs the hop, never the answer."""
+    limit = settings.QUARRY_CHAT_RETRIEVAL_HOP_K
+    if not limit or not hits:
+        return []
+    numbered = [(n, hit.chunk.text) for n, hit in enumerate(hits, start=1)]
+    titles = {n: hit.chunk.title for n, hit in enumerate(hits, start=1) if hit.chunk.title}
+    similarity = {n: value for n, hit in enumerate(hits, start=1) if (value := _calibrated(hit)) is not None}  # MiniLM's scale
+    query = bridge_query(prompt, numbered, titles=titles, similarity=similarity or None)
+    if not query:
+        return []
+    have = {hit.chunk.chunk_id for hit in hits}
+    fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}
+    try:
+        found = await service.search(query[:16384], mode=mode, limit=min(100, limit + len(hits)), **fused)
+    except (rag.RAGError, DatabaseError, OSError) as exc:
+        logger.warning("chat retrieval: the second hop failed (%s); answering from the first", type(exc).__name__)
+        return []
+    fresh = [_scored(h, floor) for h in found
+             if h.chunk.chunk_id not in have and (h.keyword_score is not None or (h.semantic_similarity or 0.0) >= floor)]
+    return fresh[:limit]
 
 
 def graph_diagnostic(result: rag.GraphSearchResult, used: list[rag.RAGHit]) -> GraphSearchDiagnostics:

@@ -465,6 +465,24 @@ def test_offline_model_drives_the_agent(model_world: World, tmp_path: Path, sett
     assert run.steps[0]["calls"][0]["arguments"] == {"query": UPLOAD_QUESTION}
 
 
+def test_the_offline_agent_searches_once_more_for_what_its_first_results_name(model_world: World, tmp_path: Path, settings: Any) -> None:
+    catalog = tmp_path / "offline.yaml"
+    catalog.write_text(json.dumps({"models": {"chat": {"deployments": [{"model": "quarry/offline-extractive"}]}}}))
+    settings.QUARRY_MODEL_CONFIG_PATH = catalog
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([
+        rag.RAGDocument("olympiad", "The 26th Chess Olympiad took place in Thessaloniki, Greece, in 1984.", title="26th Chess Olympiad"),
+        rag.RAGDocument("port", "Thessaloniki's harbour moved 273,282 containers in 2010.", title="Port of Thessaloniki"),
+    ])
+    session_id = new_session(model_world, model_world.teammate)
+    question = "How many containers did the port of the city hosting the 26th Chess Olympiad move?"
+    body = ask(model_world, model_world.teammate, session_id=session_id, prompt=question).json()
+    assert body["tool_calls"] == [{"step": 1, "tool": "hybrid_search", "ok": True}, {"step": 2, "tool": "hybrid_search", "ok": True}]
+    run = run_of(body)
+    assert run.steps[0]["calls"][0]["arguments"] == {"query": question}
+    assert run.steps[1]["calls"][0]["arguments"]["query"].startswith("Thessaloniki")  # the name the first hop found
+    assert "273,282" in body["message"]["content"] and body["stop_reason"] == "completed"
+
+
 def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
     events = []
     for frame in text.strip().split("\n\n"):

@@ -287,3 +287,25 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     assert "Editors upload files in the admin." in text
     assert embedded == []
     assert current_similarities() is None  # the pipeline's context ends with its model call
+
+
+def test_chat_retrieval_takes_one_bounded_hop_to_what_its_best_passage_names(world: World, settings: Any) -> None:
+    """The second fact of a multi-hop question is about an entity only the first passage names."""
+    from chat.pipeline import retrieve
+
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([
+        rag.RAGDocument("olympiad", "The 26th Chess Olympiad took place in Thessaloniki, Greece, in 1984.", title="26th Chess Olympiad"),
+        rag.RAGDocument("port", "Thessaloniki's harbour moved 273,282 containers in 2010.", title="Port of Thessaloniki"),
+        rag.RAGDocument("baku", "The 41st Chess Olympiad was held in Baku.", title="41st Chess Olympiad"),
+    ])
+    async_to_sync(rag.postgres(rag.default_embedder(), namespace="globex").ingest)([
+        rag.RAGDocument("secret", "Thessaloniki office: globex confidential numbers.", title="Globex Thessaloniki"),
+    ])
+    question = "What TEU figure did the port of the 26th Chess Olympiad's host city report?"
+    settings.QUARRY_CHAT_RETRIEVAL_TOP_K = 1
+    settings.QUARRY_CHAT_RETRIEVAL_HOP_K = 0
+    one, _ = async_to_sync(retrieve)(tenant=world.acme, prompt=question)
+    assert [h.chunk.document_id for h in one] == ["olympiad"]
+    settings.QUARRY_CHAT_RETRIEVAL_HOP_K = 1
+    two, _ = async_to_sync(retrieve)(tenant=world.acme, prompt=question)
+    assert [h.chunk.document_id for h in two] == ["olympiad", "port"]  # at most HOP_K more, never another tenant's

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chat.llm.offline import CANNOT_ANSWER, Passage, _sync_vectors, answer_from
-from chat.llm.selection import Tuning, answer_type, instruction_of, select, units_of
+from chat.llm.selection import Tuning, answer_type, bridge_query, instruction_of, select, units_of
 from chat.prompting import CitationMarkers
 
 
@@ -192,7 +192,9 @@ def test_the_passage_a_quoted_sentence_names_by_its_title_is_the_next_hop() -> N
     question = "Where did the performer of Hello Love die?"
     answer = answer_from(question, passages, similarity={1: 0.6, 2: 0.4})
     assert "Hank Snow" in answer and "Madison, Tennessee" in answer and "[2]" in answer  # passage 2 shares no question word
-    alone = answer_from(question, passages, similarity={1: 0.6, 2: 0.4}, tuning=Tuning(title_weight=0.0))
+    # Without the title bonus the bridge-name rule still reaches it ("Snow" is in passage 2's title); without hops: not.
+    assert "Madison" in answer_from(question, passages, similarity={1: 0.6, 2: 0.4}, tuning=Tuning(title_weight=0.0))
+    alone = answer_from(question, passages, similarity={1: 0.6, 2: 0.4}, tuning=Tuning(title_weight=0.0, hop_weight=0.0))
     assert "Madison" not in alone
 
 
@@ -228,3 +230,32 @@ def test_long_answers_stream_in_a_bounded_number_of_deltas() -> None:
     long = " ".join(f"word{n}" for n in range(100))
     pieces = list(deltas(long, most=24))
     assert "".join(pieces) == long and len(pieces) <= 25 and len(pieces) > 10
+
+
+GREENFIELD = [Passage(1, "Greenfield-Central High School is a secondary school located in the city of Greenfield, Indiana.",
+                      "Greenfield-Central High School"),
+              Passage(2, "In Indiana, alcohol may be sold only during the hours 7 a.m. to 3 a.m.", "Alcohol laws of Indiana"),
+              Passage(3, "Restaurants in Utah can sell alcohol until 1 a.m. under a dining club licence.", "Alcohol laws of Utah")]
+GREENFIELD_QUESTION = "What time does the state where Greenfield-Central High is stop selling booze?"
+
+
+def test_the_next_hop_is_the_unit_holding_a_name_the_first_pick_holds_and_the_question_does_not() -> None:
+    # Passage 2 shares no word with the question ("sold" is not "selling"): only "Indiana", which the
+    # first pick names, leads to it; passage 3 shares "sell" but names nothing the pick does.
+    similarity = {1: 0.5, 2: 0.45, 3: 0.47}
+    answer = answer_from(GREENFIELD_QUESTION, GREENFIELD, similarity=similarity)
+    assert "Greenfield, Indiana" in answer and "7 a.m. to 3 a.m." in answer and "[2]" in answer
+    without = answer_from(GREENFIELD_QUESTION, GREENFIELD, similarity=similarity, tuning=Tuning(hop_weight=0.0))
+    assert "3 a.m." not in without
+
+
+def test_the_bridge_query_is_the_new_names_of_the_best_sentence_and_the_questions_other_words() -> None:
+    numbered = [(p.number, p.text) for p in GREENFIELD]
+    titles = {p.number: p.title for p in GREENFIELD}
+    query = bridge_query(GREENFIELD_QUESTION, numbered, titles=titles, similarity={1: 0.5, 2: 0.45, 3: 0.47})
+    assert query is not None and "Indiana" in query.split()
+    assert "booze" in query.split() and "Greenfield" not in query.split()  # held by the sentence: already found
+    # A sentence naming nothing the question does not: no second hop.
+    assert bridge_query("Where is Greenfield-Central High School?", [(1, "Greenfield-Central High School is a school.")],
+                        similarity={1: 0.6}) is None
+    assert bridge_query("Summarise Greenfield-Central High in two sentences", numbered, similarity={1: 0.5}) is None

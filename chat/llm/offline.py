@@ -15,8 +15,10 @@ this model.
 It also drives the retrieval agent (``chat.agent``), so the agent works with
 no key: offered tools that include ``hybrid_search`` and holding no tool result
 for the latest question yet, it calls ``hybrid_search`` with that question;
-once tool results are there (or when no tools are offered), it answers
-extractively from the passages in them, citing their source numbers.
+after that first round, once more for what the best sentence found names when
+the question does not (a multi-hop question's next fact, ``selection.bridge_query``);
+then (or when no tools are offered) it answers extractively from the passages
+in the tool results, citing their source numbers.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.catalog import OFFLINE_MODEL, OFFLINE_PROVIDER, load_litellm
-from chat.llm.selection import DEFAULT_TUNING, Selection, Tuning, Vectors, current_similarities, embedding_texts, select
+from chat.llm.selection import (
+    DEFAULT_TUNING, Selection, Tuning, Vectors, bridge_query, current_similarities, embedding_texts, select,
+)
 from knowledge import rag
+from knowledge.rag import factory
 
 litellm = load_litellm()
 
@@ -157,10 +162,24 @@ class _VectorCache:
 _vector_cache = _VectorCache()
 
 
+def _sentence_embedder() -> rag.Embedder | None:
+    """What scores sentences when the passages' similarities are not known (the agent's tool results):
+    all-MiniLM-L6-v2 whatever the tenants' model, because ``Tuning``'s cosine thresholds were measured
+    with it (bge-small, the default for retrieval, spreads cosines higher); None when the deployment
+    turned embeddings off. The chat pipeline's similarities arrive on MiniLM's scale alike
+    (``chat.pipeline.ScoredHit.calibrated_similarity``)."""
+    configured = rag.default_embedder()
+    if configured is None:
+        return None
+    if getattr(configured, "model_id", None) == rag.LocalEmbedder.model_id or not isinstance(configured, rag.BgeSmallEmbedder):
+        return configured  # MiniLM itself, or a model of the deployment's choosing (a provider, a test's)
+    return factory.embedder_named("local")
+
+
 async def _embed(texts: list[str]) -> list[list[float]] | None:
     """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
     when there is no embedder or it failed (the selection then uses BM25 alone)."""
-    embedder = rag.default_embedder()
+    embedder = _sentence_embedder()
     if embedder is None or not texts:
         return None
     # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
@@ -282,21 +301,40 @@ def _offers(tools: Any, name: str) -> bool:
     return False
 
 
-def agent_plan(messages: Sequence[Any], tools: Any) -> ToolCallPlan | None:
-    """The tool call to make instead of answering: ``hybrid_search`` of the latest question, once.
+def _tool_rounds(messages: Sequence[Any]) -> int:
+    """How many assistant turns with tool calls the messages hold."""
+    def calls(message: Any) -> Any:
+        return message.get("tool_calls") if isinstance(message, dict) else getattr(message, "tool_calls", None)
+    return sum(1 for m in messages if _role(m) == "assistant" and calls(m))
 
-    Only when ``hybrid_search`` is offered and no tool result follows the
-    latest user message (the question has not been searched yet).
+
+def agent_plan(messages: Sequence[Any], tools: Any) -> ToolCallPlan | None:
+    """The tool call to make instead of answering: ``hybrid_search`` of the latest question, then at
+    most one more, for what the best sentence it found names (``selection.bridge_query``: a multi-hop
+    question's next fact), the way the chat pipeline's retrieval takes its second hop.
+
+    Only when ``hybrid_search`` is offered: the question itself when no tool result follows the
+    latest user message; the bridge query after exactly one round of tool calls, when the best
+    sentence of its results names something the question does not; else None (answer now).
     """
     if not _offers(tools, AGENT_SEARCH_TOOL):
         return None
     last_user = max((i for i, m in enumerate(messages) if _role(m) == "user"), default=None)
-    if last_user is None or any(_role(m) == "tool" for m in messages[last_user + 1:]):
+    if last_user is None:
         return None
     question = _content(messages[last_user]).strip()
     if not question:
         return None
-    return ToolCallPlan(AGENT_SEARCH_TOOL, json.dumps({"query": question}, ensure_ascii=False))
+    after = messages[last_user + 1:]
+    if not any(_role(m) == "tool" for m in after):
+        return ToolCallPlan(AGENT_SEARCH_TOOL, json.dumps({"query": question}, ensure_ascii=False))
+    if _tool_rounds(after) != 1:
+        return None
+    found = tool_passages_of(after)
+    query = bridge_query(question, [(p.number, p.text) for p in found], titles={p.number: p.title for p in found if p.title})
+    if not query or query == question:
+        return None
+    return ToolCallPlan(AGENT_SEARCH_TOOL, json.dumps({"query": query}, ensure_ascii=False))
 
 
 def deltas(text: str, most: int = 24) -> Iterator[str]:

@@ -16,10 +16,14 @@ every unit against the question with the two signals Quarry has offline:
 
 Two cues add to that: a unit that holds what the question's wh-phrase asks for ("how many"
 -> a number, "when" -> a date, "who"/"where" -> a name not in the question), and, once a
-unit is picked, the passage it names by its title (a multi-hop question's bridge: "... a
-single by Hank Snow" -> the passage titled "Hank Snow"), whose units become candidates even
-when they share no word with the question. Nothing here knows a data set: the cues are the
-question's grammar and the passages' titles.
+unit is picked, the next hop of a multi-hop question: the units holding a name the pick
+holds and the question does not, in their text or their passage's title ("... took place in
+Thessaloniki, Greece" -> "Thessaloniki handled 273,282 TEUs"; "... a single by Hank Snow" ->
+the passage titled "Hank Snow"), scored by those names and the question's terms no pick holds
+yet; they become candidates even when they share no word with the question. ``bridge_query``
+turns the best unit's new names into the query of a second retrieval hop (the chat pipeline's
+and the offline agent's). Nothing here knows a data set: the cues are the question's grammar,
+capitalized names and the passages' titles.
 
 A unit is a candidate only when it reaches the relevance floor (``Tuning.passage_floor`` on
 the passage's similarity and a shared question term, ``Tuning.floor`` on a unit's own cosine,
@@ -37,6 +41,7 @@ and the caller says so instead of quoting the nearest text.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -111,10 +116,10 @@ class Tuning:
     duplicate: float = 0.92  # a unit this similar to a picked one is the same statement
     stop_ratio: float = 0.60  # stop when the next unit scores below this share of the first
     max_units: int = 3  # at most this many units without a count in the question
-    max_chars: int = 420  # stop adding units past this many characters (one long unit may exceed it)
+    max_chars: int = 300  # stop adding units past this many characters (one long unit may exceed it)
     rank_bonus: float = 0.03  # per retrieval rank above the last, to break near-ties for the better passages
-    hop_weight: float = 0.8  # weight of what picked units name (a multi-hop question's bridge entities) for the next pick
-    type_weight: float = 0.3  # bonus of a unit holding what the question asks for (a number, a date, a name, a place)
+    hop_weight: float = 0.8  # weight, after a pick, of units holding the names it holds (a multi-hop question's bridge) for the next pick
+    type_weight: float = 0.15  # bonus of a unit holding what the question asks for (a number, a date, a name, a place)
     lead_bonus: float = 0.0  # bonus of a passage's first unit (an article's lead sentence says what it is about)
     title_weight: float = 0.3  # bonus, after a pick, of the units of a passage whose title the pick names (the next hop)
     embed_limit: int = 6  # embed only this many units, the best by BM25 (embedding costs ~5-30 ms a sentence on CPU)
@@ -178,6 +183,16 @@ def holds_answer_type(text: str, kind: AnswerType | None, question_terms: frozen
         return any(m.group(0) not in question_terms for m in _NUMBER.finditer(text))
     # A name or a place: a capitalized word inside the sentence (not its first word) that is not the question's.
     return any(_stem(m.group(0).lower()) not in question_terms for m in _CAPITALIZED.finditer(text))
+
+
+_MONTHS = frozenset("january february march april may june july august september october november december monday tuesday "
+                    "wednesday thursday friday saturday sunday".split())
+
+
+def name_terms(text: str) -> set[str]:
+    """The stemmed terms of the names ``text`` holds (capitalized words past its first), months and days excepted."""
+    return {_stem(w) for w in (m.group(0).lower() for m in _CAPITALIZED.finditer(text))
+            if w not in _MONTHS and w not in _STOPWORDS and len(w) > 1}
 
 
 def _title_named(title: str, text: str) -> bool:
@@ -461,8 +476,13 @@ def select(
     top = max(scores[i] for i in candidates)
     hop = [0.0] * len(units)
     named: set[int] = set()  # passages a picked unit names by their title: the next hop's
+    bridged = [False] * len(units)
     kind = answer_type(question)
     asked = frozenset(query) | frozenset(m.lower() for m in _WORD.findall(question))
+    asked_terms = frozenset(query)
+    # Each unit's terms with its passage's title's: a passage titled "2018 Kansas gubernatorial election"
+    # is about Kansas though its sentences need not say so.
+    titled = [dataclasses.replace(u, terms=u.terms + term_list(titles.get(u.passage, ""))) for u in units]
 
     def likeness(i: int, j: int) -> float:
         """Two units' likeness: their cosine, or without vectors the overlap of their terms (one chunk
@@ -490,7 +510,7 @@ def select(
         if picked and instruction.count is None:
             # Complete: the question's terms are all in the answer, the next unit is much weaker,
             # or the answer is long enough.
-            hopping = units[best].passage in named
+            hopping = units[best].passage in named or (bridged[best] and hop[best] > 0)
             if (scores[best] + (hop[best] if hopping else 0.0)) < tuning.stop_ratio * top or chars >= tuning.max_chars:
                 break
             if findable and findable <= covered and not hopping and instruction.shape != "list" and not (
@@ -501,28 +521,64 @@ def select(
         covered |= set(units[best].terms)
         chars += len(units[best].text)
         if tuning.hop_weight:
-            # A multi-hop question's next fact is about what the first names ("published by the APA"
-            # -> "the APA's first president"): the picked units' own terms join the query.
-            bridge = [t for t in covered if t not in query]
-            lexical_hop = _bm25(units, bridge, tuning.k1, tuning.b)
-            best_hop = max(lexical_hop) or 1.0
+            # A multi-hop question's next fact is about what the picks name and the question does not
+            # ("... took place in Thessaloniki, Greece" -> "Thessaloniki handled 273,282 TEUs"): the
+            # picks' names join the question's terms not yet answered as the next hop's query, and only
+            # a unit holding one of those names (in its text or its passage's title) is bridged.
             used = {units[j].passage for j in picked}
             # The passage a pick names by its title is the next hop ("... a single by Hank Snow" -> "Hank Snow").
             named = {n for n, title in titles.items() if n not in used and any(_title_named(title, units[j].text) for j in picked)}
-            hop = [tuning.hop_weight * lexical_hop[i] / best_hop + (tuning.title_weight if units[i].passage in named else 0.0)
+            names = {t for j in picked for t in name_terms(units[j].text)} - asked_terms
+            hop_query = [*sorted(names), *(t for t in query if t not in covered)]
+            lexical_hop = _bm25(titled, hop_query, tuning.k1, tuning.b)
+            best_hop = max(lexical_hop) or 1.0
+            bridged = [bool(names & set(u.terms)) and lexical_hop[i] > 0 for i, u in enumerate(titled)]
+            hop = [(tuning.hop_weight * lexical_hop[i] / best_hop if bridged[i] else 0.0)
+                   + (tuning.title_weight if units[i].passage in named else 0.0)
                    if units[i].passage not in used else 0.0
                    for i in range(len(units))]
-            if tuning.title_weight:
-                # A named passage's sentences need not share a word with the question, nor have been
-                # embedded: they become candidates through the pick, scored as if at the floor, and the
-                # one holding what the question asks for first.
-                for i, unit in enumerate(units):
-                    if unit.passage in named and i not in candidates and i not in picked and not passing[i]:
-                        typed = tuning.type_weight if holds_answer_type(unit.text, kind, asked) else 0.0
-                        weight, floor = ((tuning.semantic_weight, tuning.floor) if embedded is not None
-                                         else (tuning.passage_weight, similarity.get(unit.passage, tuning.passage_floor))
-                                         if similarity is not None else (0.0, 0.0))
-                        scores[i] = (weight * floor + (1 - weight) * lexical[i]
-                                     + tuning.rank_bonus * (last_rank - ranks[unit.passage]) + typed)
-                        candidates.append(i)
+            # A bridged unit, or one of a passage a pick names, need not share a word with the question
+            # nor have been embedded: it becomes a candidate through the pick, scored as if at the floor,
+            # the one holding what the question asks for first.
+            for i, unit in enumerate(units):
+                hopped = bridged[i] or (tuning.title_weight and unit.passage in named)
+                if hopped and unit.passage not in used and i not in candidates and i not in picked and not passing[i]:
+                    typed = tuning.type_weight if holds_answer_type(unit.text, kind, asked) else 0.0
+                    weight, floor = ((tuning.semantic_weight, tuning.floor) if embedded is not None
+                                     else (tuning.passage_weight, similarity.get(unit.passage, tuning.passage_floor))
+                                     if similarity is not None else (0.0, 0.0))
+                    scores[i] = (weight * floor + (1 - weight) * lexical[i]
+                                 + tuning.rank_bonus * (last_rank - ranks[unit.passage]) + typed)
+                    candidates.append(i)
     return Selection([units[i] for i in picked], instruction, closest)
+
+
+def bridge_query(
+    question: str,
+    passages: Sequence[tuple[int, str]],
+    *,
+    titles: dict[int, str] | None = None,
+    similarity: dict[int, float] | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
+) -> str | None:
+    """The next retrieval hop's query for ``question``, or None when there is none.
+
+    The best unit of ``passages`` (``select``'s first pick) answers the question's first hop; the
+    names it holds that the question does not ("Thessaloniki" for "the location where the 26th
+    Chess Olympiad occurred") are what the next hop is about, so the query is those names followed
+    by the question's words the unit does not hold ("amount TEUs handle 2010"). None when nothing
+    passes the floor or the unit names nothing new: one retrieval was all there was to do.
+    """
+    chosen = select(question, passages, titles=titles, similarity=similarity,
+                    tuning=dataclasses.replace(tuning, max_units=1))
+    if not chosen.units or chosen.instruction.count is not None or chosen.instruction.shape != "quote":
+        return None
+    unit = chosen.units[0]
+    asked = set(term_list(question))
+    names = [m.group(0) for m in _CAPITALIZED.finditer(unit.text)
+             if m.group(0).lower() not in _MONTHS and _stem(m.group(0).lower()) not in asked and m.group(0).lower() not in _STOPWORDS]
+    if not names:
+        return None
+    held = set(unit.terms)
+    rest = [w for w in _WORD.findall(question) if w.lower() not in _STOPWORDS and _stem(w.lower()) not in held]
+    return " ".join(dict.fromkeys([*names, *rest]))
