@@ -10,8 +10,8 @@ test split: report with ``manage.py evaluate`` on it.
 
 For every grid point the report gives each collection's nDCG@10, its share of that collection's best
 ("relative"), and their mean and minimum. ``chosen`` is the point with the highest minimum relative
-score of its neighbourhood (itself and the grid points next to it): a choice in a flat region, good
-on every collection, rather than the peak of one.
+score of its neighbourhood (itself and the grid points next to it, away from the grid's edges): a
+choice in a flat region, good on every collection, rather than the peak of one.
 """
 
 from __future__ import annotations
@@ -81,9 +81,13 @@ def main() -> None:
                 and abs(k1s.index(p["k1"]) - i) <= 1 and abs(bs.index(p["b"]) - j) <= 1]
         return min(float(p["min_relative"]) for p in near)
 
+    def interior(point: dict[str, object]) -> bool:  # an edge point has fewer neighbours, so a flattering floor
+        return 0 < k1s.index(point["k1"]) < len(k1s) - 1 and 0 < bs.index(point["b"]) < len(bs) - 1  # type: ignore[arg-type]
+
     for point in grid:
         point["neighbourhood_min_relative"] = neighbourhood_floor(point)
-    chosen = max(grid, key=lambda p: (p["neighbourhood_min_relative"], p["mean_relative"]))
+    candidates = [p for p in grid if interior(p)] or grid
+    chosen = max(candidates, key=lambda p: (p["neighbourhood_min_relative"], p["mean_relative"]))
     emit({"benchmark": "tune_bm25", "collections": [f"{c.tenant}:{c.folder.name}:{c.qrels}" for c in collections],
           "best_per_collection": best, "chosen": chosen, "grid": grid})
 
