@@ -177,7 +177,7 @@ def test_cli_json_prints_the_http_envelope_and_continues_a_session(world: World)
     call_command("chat", UPLOAD_QUESTION, "--tenant", "acme", "--json", stdout=out)
     body = json.loads(out.getvalue())
     assert list(body) == ["id", "model", "provider", "provider_model", "message", "finish_reason", "usage", "retry_count",
-                          "fallback_count", "session_id", "citations", "also_retrieved"]
+                          "fallback_count", "session_id", "citations", "also_retrieved", "turn_id", "prompt_turn_id"]
     assert (body["provider"], body["provider_model"]) == ("quarry", "offline-extractive")
     assert "Editors upload files in the admin." in body["message"]["content"] and "[1]" in body["message"]["content"]
     assert [c["chunk_id"] for c in body["citations"]] == ["guide:0"]

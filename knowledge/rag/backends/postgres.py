@@ -266,12 +266,18 @@ class PostgresBackend:
         return await sync_to_async(self._namespace_embedding_model, thread_sensitive=True)(namespace)
 
     def _namespace_embedding_model(self, namespace: str) -> str:
-        with connections[self.using].cursor() as cursor:
+        connection = connections[self.using]
+        with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT s.embedding_model FROM accounts_tenant t JOIN knowledge_corpusstat s ON s.tenant_id = t.id WHERE t.slug = %s",
                 [namespace],
             )
             row = cursor.fetchone()
+        if not connection.in_atomic_block and connection.pool is not None:
+            # A search embeds its query next (CPU: the longest step under load). A pooled connection
+            # goes back meanwhile, as the API's views give theirs back before searching, so a slow
+            # embedding model cannot exhaust the pool; the search's SQL takes one again.
+            connection.close()
         return row[0] if row else ""
 
     # --- moving a namespace to another embedding model (knowledge.services.reembedding) ---------
