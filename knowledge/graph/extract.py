@@ -95,6 +95,9 @@ _CAP_WORD = rf"(?:[{_UP}][\w'’\-]*[\w]|[{_UP}]\.|[{_UP}])"
 _NAME = re.compile(rf"[{_UP}](?<![\w'’.\-].)(?:[\w'’\-]*[\w]|\.|)(?:[ \t]+(?:(?:{_CONNECTORS})[ \t]+){{0,2}}{_CAP_WORD})+")
 _ACRONYM = re.compile(rf"[{_UP}](?<![\w.].)(?:[{_UP}0-9]{{1,7}}s?|\.(?:[{_UP}]\.){{1,3}})(?![\w])")
 _DEFINITION = re.compile(rf"({_CAP_WORD}(?:[ \t]+(?:(?:{_CONNECTORS})[ \t]+){{0,2}}{_CAP_WORD})+)[ \t]*\(([{_UP}][{_UP}0-9&.]{{1,9}})\)")
+# The "(ACR)" that ends every definition: texts without one (nearly all) skip ``_DEFINITION``, which
+# starts at every capitalized word and cost as much as the name and acronym patterns together.
+_SHORT_FORM = re.compile(rf"\(([{_UP}][{_UP}0-9&.]{{1,9}})\)")
 _HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
 # Sentence ends: ., ! or ? then space and no lower-case letter; blank lines; line breaks before
 # headings or list items. ``_NOT_AN_END`` then drops the ends after an initial ("G. Stanley Hall")
@@ -345,7 +348,7 @@ def extract(
         if found is not None:
             graph.add(found)
             seen(match.start(), found.normalized)
-    if "(" in text:
+    if "(" in text and any(normalize(m.group(1)) in graph.mentions for m in _SHORT_FORM.finditer(text)):
         for match in _DEFINITION.finditer(text):
             full, short = _name_of(match.group(1)), normalize(match.group(2))
             if full is not None and short and short in graph.mentions:

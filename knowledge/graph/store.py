@@ -48,6 +48,15 @@ REBUILD_BATCH = 1000
 # Entity types, least to most telling: an upsert keeps the better one.
 _TYPE_PRIORITY_SQL = "(CASE {t} WHEN 'document' THEN 3 WHEN 'heading' THEN 2 WHEN 'name' THEN 0 WHEN 'acronym' THEN 0 ELSE 1 END)"
 
+# Rows by primary key, the tenant checked on the rows found (``WHERE tenant_id = %s`` outside).
+# Written as ``tenant_id = %s AND id = ANY(%s)``, the planner, whose statistics do not yet know
+# a new tenant (or a table autovacuum has not analyzed since it grew), estimates one row for
+# the tenant and scans all of the tenant's rows through its index, filtering them by key: every
+# batch then read every chunk (or entity) the tenant has, and indexing a tenant took time
+# quadratic in its size (on 20,000 chunks, a third of the graph's cost). OFFSET 0 keeps the
+# subquery's key lookup from being merged into the outer query's plan.
+_BY_KEY = "SELECT * FROM {table} WHERE id = ANY(%s) OFFSET 0"
+
 _cache_lock = threading.Lock()
 # (database alias, tenant id) -> (gazetteer version, matcher): building one costs ~1 ms per 500 names.
 _gazetteers: OrderedDict[tuple[str, int], tuple[int, Gazetteer]] = OrderedDict()
@@ -81,7 +90,9 @@ class GraphWriter:
         self.defined: dict[str, _Defined] = {}
         self.new_names: dict[str, tuple[str, str]] = {}  # names this transaction's chunks define
         self.indexed: set[int] = set()
-        self.touched: set[int] = set()  # entity ids whose counts changed
+        # Entity ids this transaction's removals left with no mention (as its last statement on each
+        # said): the only entities ``finish`` can have to delete, looked up by key, not the tenant's all.
+        self.emptied: set[int] = set()
 
     # --- the gazetteer ----------------------------------------------------------------------
 
@@ -141,12 +152,15 @@ class GraphWriter:
             )
             UPDATE knowledge_entity e SET chunk_count = e.chunk_count - counts.n, defined_count = e.defined_count - counts.d
             FROM counts WHERE e.id = counts.entity_id
-            RETURNING e.id, e.normalized, e.name, e.defined_count + counts.d, e.defined_count
+            RETURNING e.id, e.normalized, e.name, e.defined_count + counts.d, e.defined_count, e.chunk_count
             """,
             [self.tenant_id, pks, list(DEFINING)],
         )
-        for entity_id, key, name, before, now in self.cursor.fetchall():
-            self.touched.add(entity_id)
+        for entity_id, key, name, before, now, chunks in self.cursor.fetchall():
+            if chunks <= 0:
+                self.emptied.add(entity_id)
+            else:
+                self.emptied.discard(entity_id)
             if before != now:
                 self._note(key, name, before, now)
         self.indexed.difference_update(pks)
@@ -156,9 +170,9 @@ class GraphWriter:
         if not chunk_pks:
             return 0
         self.cursor.execute(
-            "SELECT c.id, c.document_id, c.text, c.title, c.content_hash FROM knowledge_chunk c "
-            "WHERE c.tenant_id = %s AND c.id = ANY(%s) ORDER BY c.id",
-            [self.tenant_id, list(chunk_pks)],
+            f"SELECT c.id, c.document_id, c.text, c.title, c.content_hash FROM ({_BY_KEY.format(table='knowledge_chunk')}) c "
+            "WHERE c.tenant_id = %s ORDER BY c.id",
+            [list(chunk_pks), self.tenant_id],
         )
         rows = self.cursor.fetchall()
         own = [own_names(title, text) for _, _, text, title, _ in rows]
@@ -211,7 +225,7 @@ class GraphWriter:
         ids: dict[str, int] = {}
         for key, entity_id, now in self.cursor.fetchall():
             ids[key] = entity_id
-            self.touched.add(entity_id)
+            self.emptied.discard(entity_id)  # mentioned again: its count is above 0
             added = counts[key][1]
             if added:
                 self._note(key, best[key].name, now - added, now)
@@ -265,12 +279,14 @@ class GraphWriter:
                     """,
                     [self.tenant_id, undefined],
                 )
-        if self.touched:
+        if self.emptied:
+            # The outer statement names only keys, so its plan is the primary key's (see _BY_KEY).
             self.cursor.execute(
-                "DELETE FROM knowledge_entity WHERE tenant_id = %s AND id = ANY(%s) AND chunk_count <= 0",
-                [self.tenant_id, sorted(self.touched)],
+                f"DELETE FROM knowledge_entity WHERE id = ANY(ARRAY(SELECT k.id FROM ({_BY_KEY.format(table='knowledge_entity')}) k "
+                "WHERE k.tenant_id = %s)) AND chunk_count <= 0",
+                [sorted(self.emptied), self.tenant_id],
             )
-            self.touched.clear()
+            self.emptied.clear()
         self.defined.clear()
 
     def _naming(self, names: Mapping[str, _Defined], chunk_pks: Sequence[int]) -> list[int]:
@@ -284,8 +300,8 @@ class GraphWriter:
             return []
         lookup = Gazetteer({key: (d.name, "entity") for key, d in names.items()})
         self.cursor.execute(
-            "SELECT c.id, c.text FROM knowledge_chunk c WHERE c.tenant_id = %s AND c.id = ANY(%s) ORDER BY c.id",
-            [self.tenant_id, list(chunk_pks)],
+            f"SELECT c.id, c.text FROM ({_BY_KEY.format(table='knowledge_chunk')}) c WHERE c.tenant_id = %s ORDER BY c.id",
+            [list(chunk_pks), self.tenant_id],
         )
         return [pk for pk, text in self.cursor.fetchall() if may_reference(text, lookup)]
 
