@@ -416,6 +416,7 @@ class EmbeddingMigration(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        verbose_name = "embedding model move"
         constraints = [
             models.UniqueConstraint(
                 fields=["tenant"], condition=models.Q(status="running"), name="embedding_migration_one_running",

@@ -54,6 +54,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["-started_at"],
+                "verbose_name": "embedding model move",
                 "constraints": [models.UniqueConstraint(condition=models.Q(("status", "running")), fields=("tenant",), name="embedding_migration_one_running")],
             },
         ),
