@@ -142,8 +142,8 @@ def _bm25_scored(where: str) -> str:
     SELECT c.id, sc.score
     FROM knowledge_chunk c CROSS JOIN tsq CROSS JOIN corpus
     CROSS JOIN LATERAL (
-        SELECT sum(s.idf * x.tf * (%(bm25_k1)s + 1)
-                   / (x.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(c.search_vector) / corpus.avgdl))) AS score
+        SELECT round(sum(s.idf * x.tf * (%(bm25_k1)s + 1)
+                   / (x.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(c.search_vector) / corpus.avgdl)))::numeric, 9)::float8 AS score
         FROM (
             SELECT u.lexeme, coalesce(array_length(u.positions, 1), 1)::float8 AS tf
             FROM unnest(c.search_vector) AS u WHERE u.lexeme = ANY(tsq.terms)
@@ -155,6 +155,9 @@ def _bm25_scored(where: str) -> str:
 
 def keyword_leg_sql(where: str, depth_param: str, *, exact: bool = False) -> str:
     """Top chunks by BM25 among those sharing any term with the query (and passing ``where``).
+
+    Scores are rounded to 9 decimals where they are summed: the postings path and the tsvector path
+    add the same terms in different orders, and equal scores must tie the same way on both (then by id).
 
     Default: read each term's best ``per_term`` postings by impact and add up
     the exact BM25 contributions found there: exact whenever no term has more
@@ -174,7 +177,7 @@ kw AS ({_bm25_scored(where)}
     return f"""
 post AS (
     SELECT p.chunk_id AS id,
-           sum(s.idf * p.tf * (%(bm25_k1)s + 1) / (p.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * p.dl / corpus.avgdl))) AS score
+           round(sum(s.idf * p.tf * (%(bm25_k1)s + 1) / (p.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * p.dl / corpus.avgdl)))::numeric, 9)::float8 AS score
     FROM stats s CROSS JOIN corpus
     CROSS JOIN LATERAL (
         SELECT p.chunk_id, p.tf::float8 AS tf, p.dl::float8 AS dl FROM knowledge_posting p
