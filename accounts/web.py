@@ -1,4 +1,5 @@
-"""What every HTML page of the product shares: the Content-Security-Policy and the sign-in and tenant decorators.
+"""What every HTML page of the product shares: the Content-Security-Policy, the sign-in and tenant decorators,
+and the admin's tenant scoping (``TenantScopedAdmin``, ``TenantFilter``, ``ReadOnlyAdmin``, ``tenant_choices``).
 
 Every page sends a strict Content-Security-Policy (no inline script or style, no plugins,
 no framing): model output and document text are escaped where they are rendered, and the
@@ -15,13 +16,16 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.db.models import QuerySet
 from django.utils.deprecation import MiddlewareMixin
 from django.views.decorators.cache import never_cache
 
-from accounts.access import NoTenant, TenantContext, page_tenant
+from accounts.access import NoTenant, TenantContext, editable_tenants, page_tenant
+from accounts.models import Tenant
 from accounts.selectors import tenants_for_user
 
 
@@ -120,3 +124,84 @@ def tenant_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
         return view(request, ctx, *args, **kwargs)
 
     return wrapper
+
+
+# --- The admin's tenancy: every app's tenant-scoped admin pages share these ----------------------------
+
+
+class ReadOnlyAdmin:
+    """For records only the system writes (audit events, entities, index rebuilds): viewed, never edited here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class TenantScopedAdmin(admin.ModelAdmin):
+    """Rows carry ``tenant``; a non-superuser sees and touches only editable tenants' rows.
+
+    Access follows tenant roles (editor or admin), not Django's per-model permissions:
+    the role is the one permission system of the product.
+    """
+
+    def _allowed(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return False
+        if obj is not None and getattr(obj, "tenant_id", None) is not None and _is_private(obj.tenant_id):
+            return False  # a conversation's files: ConversationFileAdmin lists them, without their text
+        if user.is_superuser:
+            return True
+        tenant_ids = {t.pk for t in editable_tenants(request)}
+        return bool(tenant_ids) and (obj is None or obj.tenant_id in tenant_ids)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self._allowed(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allowed(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allowed(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return self._allowed(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._allowed(request, obj)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            # Every tenant but the private stores: a conversation's files are its owner's alone.
+            return queryset.filter(tenant__private_to__isnull=True)
+        return queryset.filter(tenant__in=editable_tenants(request))
+
+
+def tenant_choices(request: HttpRequest) -> QuerySet[Tenant]:
+    """The tenants a form may name: the editable ones (every tenant for a superuser), never a private store."""
+    if request.user.is_superuser:
+        return Tenant.objects.public()
+    return Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
+
+
+def _is_private(tenant_id: int) -> bool:
+    return Tenant.objects.filter(pk=tenant_id, private_to__isnull=False).exists()
+
+
+class TenantFilter(admin.SimpleListFilter):
+    """Filter by tenant, listing only the tenants the user may see."""
+
+    title = "tenant"
+    parameter_name = "tenant"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(t.pk), t.slug) for t in editable_tenants(request)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(tenant_id=self.value()) if self.value() else queryset

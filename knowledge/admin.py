@@ -28,6 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
+from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, tenant_choices
 from accounts.models import Role, Tenant
 from accounts.selectors import tenants_for_user
 from knowledge import rag
@@ -64,87 +65,6 @@ from knowledge.services import index_health, reembedding, state, text_search
 ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 CHUNKS_PER_PAGE = 25  # full texts: ~50,000 characters a page with the default chunker
 MAX_PROGRESS_IDS = 200
-
-
-# --- Tenancy ------------------------------------------------------------------------------------
-
-
-class ReadOnlyAdmin:
-    """For records only the system writes (audit events, entities, index rebuilds): viewed, never edited here."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class TenantScopedAdmin(admin.ModelAdmin):
-    """Rows carry ``tenant``; a non-superuser sees and touches only editable tenants' rows.
-
-    Access follows tenant roles (editor or admin), not Django's per-model permissions:
-    the role is the one permission system of the product.
-    """
-
-    def _allowed(self, request: HttpRequest, obj: Any = None) -> bool:
-        user = request.user
-        if not (user.is_active and user.is_staff):
-            return False
-        if obj is not None and getattr(obj, "tenant_id", None) is not None and _is_private(obj.tenant_id):
-            return False  # a conversation's files: ConversationFileAdmin lists them, without their text
-        if user.is_superuser:
-            return True
-        tenant_ids = {t.pk for t in editable_tenants(request)}
-        return bool(tenant_ids) and (obj is None or obj.tenant_id in tenant_ids)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self._allowed(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._allowed(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._allowed(request, obj)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return self._allowed(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._allowed(request, obj)
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset = super().get_queryset(request)
-        if request.user.is_superuser:
-            # Every tenant but the private stores: a conversation's files are its owner's alone.
-            return queryset.filter(tenant__private_to__isnull=True)
-        return queryset.filter(tenant__in=editable_tenants(request))
-
-
-def tenant_choices(request: HttpRequest) -> QuerySet[Tenant]:
-    """The tenants a form may name: the editable ones (every tenant for a superuser), never a private store."""
-    if request.user.is_superuser:
-        return Tenant.objects.public()
-    return Tenant.objects.filter(pk__in=[t.pk for t in editable_tenants(request)])
-
-
-def _is_private(tenant_id: int) -> bool:
-    return Tenant.objects.filter(pk=tenant_id, private_to__isnull=False).exists()
-
-
-class TenantFilter(admin.SimpleListFilter):
-    """Filter by tenant, listing only the tenants the user may see."""
-
-    title = "tenant"
-    parameter_name = "tenant"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(str(t.pk), t.slug) for t in editable_tenants(request)]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(tenant_id=self.value()) if self.value() else queryset
 
 
 # --- Documents ----------------------------------------------------------------------------------
