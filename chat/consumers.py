@@ -6,9 +6,13 @@ and forwards the events of ``chat.pipeline.answer_stream`` (or the agent's strea
 JSON frame each. Retrieval, prompts and storage live in the pipeline, never here.
 
 Client -> server (JSON text frames; ``request_id`` is optional and echoed back):
-  {"type": "ask", "prompt": str, "mode": "chat" | "agent", "session_id": str | null, "tenant": str | null}
+  {"type": "ask", "prompt": str, "mode": "chat" | "agent", "session_id": str | null, "tenant": str | null,
+   ...retrieval options}
       answer ``prompt`` in that session (a new one of kind ``mode`` when null); one at a time.
       "chat" forwards chat.pipeline.answer_stream, "agent" the retrieval agent's chat.agent.agent_stream.
+      Retrieval options (each optional, as in POST /v1/chat/completions and checked by the same rules):
+      graph_search, fusion, fusion_weight, sources, identifier; an agent run takes graph_search only.
+      ``regenerate`` and ``edit`` take them too.
   {"type": "cancel"}                                   stop the answer being written.
   {"type": "history", "session_id": str, "tenant": str | null}
       the finished turns of a session (after a reconnect, or when opening it).
@@ -55,6 +59,7 @@ from django.db import DatabaseError
 
 from accounts.access import TenantContext, tenant_context_for_user
 from chat.agent import agent_stream
+from chat.api.chat import RETRIEVAL_OPTIONS, ChatRetrievalOptionsSerializer, unknown_file_error
 from chat.agent.events import AgentEvent
 from chat.events import ERRORS, ChatEvent
 from chat.models import ChatSession, SessionKind, TurnRole
@@ -71,7 +76,7 @@ MAX_FRAME_CHARS = 4 * limits.MAX_QUERY_CHARS
 MAX_REQUEST_ID_CHARS = 64
 
 # The stream each mode forwards, called as ``stream(session=<ChatSession of that kind>, prompt=<str>)``;
-# the agent runs with its default bounds (DEFAULT_MAX_STEPS steps, no graph search).
+# the agent runs with its default bounds (DEFAULT_MAX_STEPS steps; graph search when the message asks for it).
 STREAMS: dict[str, Callable[..., AsyncIterator[ChatEvent | AgentEvent]]] = {
     SessionKind.CHAT: answer_stream,
     SessionKind.AGENT: agent_stream,
@@ -118,6 +123,41 @@ def _checked_prompt(prompt: Any) -> str:
     if limits.CONTROL_RE.search(prompt) or limits.UNSTORABLE_RE.search(prompt):
         raise Refused("invalid", "The question holds characters that are not text (NUL or other control characters).")
     return prompt
+
+
+def _first_error(errors: Any) -> str:
+    """One sentence from a serializer's errors: ``field: message``."""
+    if isinstance(errors, dict) and errors:
+        field, messages = next(iter(errors.items()))
+        message = messages[0] if isinstance(messages, list) and messages else messages
+        return f"{field}: {message}" if field != "non_field_errors" else str(message)
+    return str(errors)
+
+
+def _retrieval_options(message: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The retrieval options a message gives, checked as the HTTP API checks them (``Refused`` otherwise).
+
+    Absent options are absent from the result (the pipeline's defaults apply). An agent run takes
+    ``graph_search`` only: it chooses its own searches.
+    """
+    given = {key: message[key] for key in RETRIEVAL_OPTIONS if key in message}
+    if kind == SessionKind.AGENT:
+        extra = sorted(set(given) - {"graph_search"})
+        if extra:
+            raise Refused("invalid", f"{extra[0]}: an agent run takes graph_search only; it chooses its own searches.")
+    options = ChatRetrievalOptionsSerializer(data=given)
+    if not options.is_valid():
+        raise Refused("invalid", _first_error(options.errors))
+    checked = {key: value for key, value in options.validated_data.items() if key in given}
+    if kind == SessionKind.AGENT and checked.get("graph_search") is None:
+        checked.pop("graph_search", None)  # null: the agent's default (no graph search)
+    return checked
+
+
+@database_sync_to_async
+def _check_file(session: ChatSession, options: dict[str, Any]) -> None:
+    if (error := unknown_file_error(session, options.get("identifier"))) is not None:
+        raise Refused("invalid", _first_error(error))
 
 
 class Refused(Exception):
@@ -191,15 +231,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         mode = message.get("mode", SessionKind.CHAT)
         if mode not in SessionKind.values:
             raise Refused("invalid", 'mode must be "chat" or "agent".')
+        options = _retrieval_options(message, mode)
         session_id = message.get("session_id")
         ctx = await self._tenant(message.get("tenant"))
         created = session_id is None
         session = await _create_session(ctx, mode) if created else await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=session_id, kind=mode)
         if session is None:
             raise Refused("not_found")
+        await _check_file(session, options)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        self.answering = asyncio.create_task(self._forward(STREAMS[mode](session=session, prompt=prompt), request_id))
+        self.answering = asyncio.create_task(self._forward(STREAMS[mode](session=session, prompt=prompt, **options), request_id))
 
     async def _chat_turn(self, message: dict[str, Any], role: TurnRole | None) -> tuple[ChatSession, Any]:
         """The caller's chat session and its turn named by the message (of ``role``), or ``not_found``."""
@@ -216,28 +258,32 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _regenerate(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
+        options = _retrieval_options(message, SessionKind.CHAT)
         session, answer_turn = await self._chat_turn(message, TurnRole.ASSISTANT)
         question = await _find_turn(session=session, turn_id=answer_turn.parent_id, role=TurnRole.USER)
         if question is None:  # pragma: no cover - every stored answer follows its question
             raise Refused("not_found")
-        await self._answer(session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk), request_id)
+        await self._answer(session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk), options, request_id)
 
     async def _edit(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
         prompt = _checked_prompt(message.get("prompt"))
+        options = _retrieval_options(message, SessionKind.CHAT)
         session, question = await self._chat_turn(message, TurnRole.USER)
-        await self._answer(session, prompt, Branch(parent_id=question.parent_id), request_id)
+        await self._answer(session, prompt, Branch(parent_id=question.parent_id), options, request_id)
 
     async def _select(self, message: dict[str, Any], request_id: str | None) -> None:
         session, turn = await self._chat_turn(message, None)
         await _select_turn(session=session, turn=turn)
         await self._send("history", await _transcript(session=session), request_id)
 
-    async def _answer(self, session: ChatSession, prompt: str, branch: Branch, request_id: str | None) -> None:
+    async def _answer(self, session: ChatSession, prompt: str, branch: Branch, options: dict[str, Any], request_id: str | None) -> None:
+        await _check_file(session, options)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": False}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        self.answering = asyncio.create_task(self._forward(answer_stream(session=session, prompt=prompt, branch=branch), request_id))
+        self.answering = asyncio.create_task(self._forward(answer_stream(session=session, prompt=prompt, branch=branch, **options),
+                                                           request_id))
 
     async def _cancel(self, message: dict[str, Any], request_id: str | None) -> None:
         """Stop the answer in flight; an answer that already finished is left as it is (no reply)."""

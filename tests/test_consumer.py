@@ -412,3 +412,43 @@ async def test_answer_actions_on_someone_elses_turns_are_not_found(chat_world: W
     assert (await frames_until(intruder, {"error"}))[0]["data"]["error"] == "not_found"  # a question is no answer to regenerate
     await intruder.disconnect()
     assert len(await turns_of(session_id)) == 2 and await turns_of(other_session) == []
+
+
+@sync_to_async
+def retrieval_of(session_id: str) -> list[dict[str, Any]]:
+    return list(Turn.objects.filter(session__public_id=session_id, role="assistant").order_by("id").values_list("retrieval", flat=True))
+
+
+async def test_retrieval_options_are_checked_as_the_api_checks_them_and_reach_the_answer(chat_world: World, fake: FakeOpenAI) -> None:
+    communicator = await connected(chat_world.teammate)
+    ask = {"tenant": "acme", "type": "ask", "prompt": UPLOAD_QUESTION, "mode": "chat", "session_id": None}
+    await communicator.send_json_to({**ask, "request_id": "a1", "fusion": "score", "fusion_weight": 0.5})
+    asked = await frames_until(communicator)
+    assert names(asked)[-1] == "completed"
+    session_id = asked[0]["data"]["session_id"]
+    [used] = await retrieval_of(session_id)
+    assert (used["mode"], used["fusion"], used["fusion_weight"], used["graph_search"]) == ("hybrid", "score", 0.5, False)
+
+    await communicator.send_json_to({"tenant": "acme", "type": "regenerate", "request_id": "r1", "session_id": session_id,
+                                     "turn_id": asked[-1]["data"]["turn_id"], "graph_search": True})
+    regenerated = await frames_until(communicator)
+    assert names(regenerated)[-1] == "completed"
+    assert "graph_search" in regenerated[-1]["data"]  # the diagnostic of a request that asked for the graph
+    again = (await retrieval_of(session_id))[1]
+    assert (again["graph_search"], again["fusion"]) == (True, "rrf")  # the graph leg fuses by RRF
+
+    refused = {
+        "fusion": ({"fusion": "score", "graph_search": True}, "fusion: graph search fuses by rrf"),
+        "weight": ({"fusion": "rrf", "fusion_weight": 1.0}, "fusion_weight: fusion_weight applies to score fusion"),
+        "sources": ({"sources": "everything"}, "sources: "),
+        "graph": ({"graph_search": "yes"}, "graph_search: "),
+        "file": ({"session_id": session_id, "identifier": "nope"}, "identifier: no file 'nope' is attached"),
+        "agent": ({"mode": "agent", "sources": "files"}, "sources: an agent run takes graph_search only"),
+    }
+    for request_id, (options, detail) in refused.items():
+        await communicator.send_json_to({**ask, **options, "request_id": request_id})
+        [error] = await frames_until(communicator)
+        assert error["event"] == "error" and error["request_id"] == request_id, error
+        assert error["data"]["error"] == "invalid" and error["data"]["detail"].startswith(detail), error
+    assert len(await retrieval_of(session_id)) == 2  # nothing refused reached the model or the store
+    await communicator.disconnect()

@@ -106,11 +106,10 @@ class ChatSessionCreateApi(APIView):
 # --- completions -------------------------------------------------------------------------
 
 
-class ChatCompletionInputSerializer(ClosedInputSerializer):
-    session_id = SessionIdField(help_text="From POST /v1/chat/sessions.")
-    prompt = PromptField()
-    tenant = TenantField()
-    stream = StrictBooleanField(default=False, help_text="true: answer as Server-Sent Events.")
+class ChatRetrievalOptionsSerializer(ClosedSerializer):
+    """How an answer's passages are retrieved: the options of ``POST /v1/chat/completions`` that the web
+    chat's WebSocket ``ask`` / ``regenerate`` / ``edit`` messages take too, checked by the same rules."""
+
     graph_search = StrictBooleanField(
         allow_null=True, default=None,
         help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request: true adds the knowledge graph's leg to "
@@ -144,6 +143,23 @@ class ChatCompletionInputSerializer(ClosedInputSerializer):
         if attrs.get("fusion_weight") is not None and attrs.get("fusion") == rag.Fusion.RRF.value:
             raise serializers.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
         return attrs
+
+
+RETRIEVAL_OPTIONS = tuple(ChatRetrievalOptionsSerializer().fields)
+
+
+def unknown_file_error(session: ChatSession, identifier: str | None) -> dict[str, list[str]] | None:
+    """The error of an ``identifier`` that names no file attached to ``session`` (None: it does, or none given)."""
+    if identifier is not None and session_file_get(session=session, file_id=identifier) is None:
+        return {"identifier": [f"no file {identifier[:40]!r} is attached to this conversation"]}
+    return None
+
+
+class ChatCompletionInputSerializer(ChatRetrievalOptionsSerializer, ClosedInputSerializer):
+    session_id = SessionIdField(help_text="From POST /v1/chat/sessions.")
+    prompt = PromptField()
+    tenant = TenantField()
+    stream = StrictBooleanField(default=False, help_text="true: answer as Server-Sent Events.")
 
 
 SSE_DESCRIPTION = """\
@@ -218,8 +234,8 @@ def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
     v = data.validated_data
     sessions = chat_sessions_of(tenant=ctx.tenant, principal=ctx.principal).select_related("tenant")
     session: ChatSession = get_for_tenant(sessions, tenant=ctx.tenant, public_id=v["session_id"])
-    if v["identifier"] is not None and session_file_get(session=session, file_id=v["identifier"]) is None:
-        raise serializers.ValidationError({"identifier": [f"no file {v['identifier'][:40]!r} is attached to this conversation"]})
+    if (error := unknown_file_error(session, v["identifier"])) is not None:
+        raise serializers.ValidationError(error)
     return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"],
                          fusion=v["fusion"], fusion_weight=v["fusion_weight"], sources=v["sources"], identifier=v["identifier"])
 
