@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--grid", default="{}", help="JSON object: GraphParams field -> list of values (all combinations)")
     parser.add_argument("--queries", default="queries.jsonl")
     parser.add_argument("--qrels", default="qrels.tsv", help="judgements in the folder (e.g. SciFact's qrels_train.tsv with queries_all.jsonl)")
+    parser.add_argument("--fusion", default="rrf", choices=["rrf", "score"], help="the hybrid list's fusion (score: the default weight)")
     args = parser.parse_args()
     setup_django()
     from asgiref.sync import async_to_sync
@@ -48,7 +49,8 @@ def main() -> None:
         for (query_id, text), vector in zip(queries, vectors, strict=True):
             norm = sum(x * x for x in vector) ** 0.5
             query = rag.RAGQuery(text, args.tenant, limit=100, vector=tuple(x / norm for x in vector),
-                                 embedding_model=embedder.model_id, graph=options is not None)  # type: ignore[union-attr]
+                                 embedding_model=embedder.model_id, graph=options is not None,  # type: ignore[union-attr]
+                                 fusion=args.fusion)
             started = time.perf_counter()
             hits = async_to_sync(backend.search)(query)
             times.append((time.perf_counter() - started) * 1000)
@@ -62,7 +64,8 @@ def main() -> None:
         rows.append({"graph": options, "ndcg@10": round(sum(ndcg) / n, 4), "recall@5": round(sum(r5) / n, 4),
                      "recall@10": round(sum(r10) / n, 4), "all@10": round(sum(complete) / n, 4), "p95_ms": round(pctl(times, 95), 1)})
         print(json.dumps(rows[-1]), flush=True)
-    emit({"benchmark": "tune_graph", "dataset": args.folder.resolve().name, "tenant": args.tenant, "settings": rows})
+    emit({"benchmark": "tune_graph", "dataset": args.folder.resolve().name, "tenant": args.tenant, "fusion": args.fusion,
+          "settings": rows})
 
 
 if __name__ == "__main__":

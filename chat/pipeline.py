@@ -121,7 +121,7 @@ async def retrieve(
 ) -> tuple[list[rag.RAGHit], GraphSearchDiagnostics | None]:
     """The chunks relevant to ``prompt``, best first, at most ``QUARRY_CHAT_RETRIEVAL_TOP_K``, and the
     graph diagnostic when ``graph`` was asked for (None otherwise). ``fusion`` / ``fusion_weight``:
-    hybrid search's fusion (None: the configured default; the graph leg fuses by RRF).
+    hybrid search's fusion (None: the configured default), which the graph leg places its passages in.
 
     Searched: the tenant's knowledge base, and with ``files`` the conversation's attached files
     (``FileScope``). Both lists are fused by Reciprocal Rank Fusion (k = 60, as within one search),
@@ -183,7 +183,7 @@ async def _retrieve_tenant(
     try:
         try:
             if graph and mode is rag.SearchMode.HYBRID and service.has_graph:
-                result = await service.graph_search(prompt, limit=limit)
+                result = await service.graph_search(prompt, limit=limit, fusion=fusion, fusion_weight=fusion_weight)
                 hits = result.hits
             else:
                 fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}
@@ -286,7 +286,7 @@ def retrieval_settings(*, service: Any, graph: bool, fusion: rag.Fusion | str | 
     return {
         "mode": (rag.SearchMode.HYBRID if hybrid else rag.SearchMode.KEYWORD).value,
         "graph_search": graph and hybrid,
-        "fusion": (rag.Fusion.RRF if graph else rag.Fusion.parse(fusion) if fusion else service.fusion).value if hybrid else None,
+        "fusion": (rag.Fusion.parse(fusion) if fusion else service.fusion).value if hybrid else None,
         "fusion_weight": (service.fusion_weight if fusion_weight is None else fusion_weight) if hybrid else None,
         "top_k": settings.QUARRY_CHAT_RETRIEVAL_TOP_K,
         "min_similarity": similarity_floor(service),

@@ -166,8 +166,6 @@ def check_fusion_request(attrs: dict[str, Any]) -> dict[str, Any]:
     if (fusion is not None or weight is not None) and mode != rag.SearchMode.HYBRID.value:
         field = "fusion" if fusion is not None else "fusion_weight"
         raise exceptions.ValidationError({field: [f"fusion applies to hybrid search; it cannot be used with mode {mode}"]})
-    if fusion == rag.Fusion.SCORE.value and attrs.get("graph_search"):
-        raise exceptions.ValidationError({"fusion": ["graph search fuses by rrf; score fusion cannot be used with it"]})
     if weight is not None and fusion == rag.Fusion.RRF.value:
         raise exceptions.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
     return attrs
@@ -268,7 +266,7 @@ class SearchApi(APIView):
         try:
             if v["graph_search"]:
                 result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],
-                                            min_score=v["min_score"])
+                                            min_score=v["min_score"], fusion=v.get("fusion"), fusion_weight=v.get("fusion_weight"))
                 hits = result.hits
                 graph = {
                     "used": bool(result.leg.entities),

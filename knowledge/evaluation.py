@@ -48,6 +48,7 @@ class ModeResult:
 GRAPH_MODE = "hybrid+graph"
 # Hybrid search with normalised score fusion is reported under this name; "hybrid" is RRF.
 SCORE_FUSION_MODE = "hybrid+score"
+SCORE_GRAPH_MODE = "hybrid+score+graph"
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
@@ -127,7 +128,8 @@ def evaluate_modes(
 ) -> dict[str, ModeResult]:
     """Run every judged query in every mode (and hybrid with the graph leg when ``graph``);
     latency includes query embedding. Hybrid mode runs once per fusion of ``fusions``: RRF
-    as ``hybrid``, score fusion (weight ``fusion_weight``, None: the service's) as ``hybrid+score``."""
+    as ``hybrid``, score fusion (weight ``fusion_weight``, None: the service's) as ``hybrid+score``;
+    so does the graph (``hybrid+graph``, ``hybrid+score+graph``)."""
     qrels = read_qrels(folder / qrels_file)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
     service = service or rag.tenant_service(tenant.slug)
@@ -139,14 +141,15 @@ def evaluate_modes(
         for fusion in fusions:
             runs.append((mode.value if fusion is rag.Fusion.RRF else SCORE_FUSION_MODE, mode, False, fusion))
     if graph:
-        runs.append((GRAPH_MODE, rag.SearchMode.HYBRID, True, rag.Fusion.RRF))
+        for fusion in fusions:
+            runs.append((GRAPH_MODE if fusion is rag.Fusion.RRF else SCORE_GRAPH_MODE, rag.SearchMode.HYBRID, True, fusion))
     results: dict[str, ModeResult] = {}
     for name, mode, with_graph, fusion in runs:
         ndcgs, recalls, r5, r10, complete, latencies = [], [], [], [], [], []
         for query_id, text in queries:
             started = time.perf_counter()
             hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank, graph=with_graph,
-                                                 **({} if with_graph else {"fusion": fusion, "fusion_weight": fusion_weight}))
+                                                 fusion=fusion, fusion_weight=fusion_weight)
             latencies.append((time.perf_counter() - started) * 1000)
             ranked = list(dict.fromkeys(h.chunk.document_id for h in hits))
             judged = qrels[query_id]

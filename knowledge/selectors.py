@@ -52,10 +52,13 @@ def chunk_search(
 
 def chunk_graph_search(
     *, tenant: Tenant, query: str, limit: int = 8, filters: Mapping[str, object] | None = None, min_score: float | None = None,
+    fusion: str | None = None, fusion_weight: float | None = None,
 ) -> rag.GraphSearchResult:
-    """Hybrid search with the knowledge graph's leg in the tenant (raises the RAG API's errors)."""
+    """Hybrid search (``fusion``: None, the deployment's) with the knowledge graph's leg in the tenant
+    (raises the RAG API's errors)."""
     service = rag.tenant_service(tenant.slug)
-    return async_to_sync(service.graph_search)(query, limit=limit, filters=filters, min_score=min_score)  # type: ignore[arg-type]
+    return async_to_sync(service.graph_search)(query, limit=limit, filters=filters, min_score=min_score,  # type: ignore[arg-type]
+                                               fusion=fusion, fusion_weight=fusion_weight)
 
 
 def graph_picture(*, tenant: Tenant, chunk_ids: Sequence[str], expand: bool = False) -> rag.Picture:

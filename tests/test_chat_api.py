@@ -242,7 +242,6 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"session_id": "session-x", "prompt": "hi", "fusion": "borda"}, "fusion", "not a valid choice"),
     ({"session_id": "session-x", "prompt": "hi", "fusion": "score", "fusion_weight": 500}, "fusion_weight", "less than or equal to 100"),
     ({"session_id": "session-x", "prompt": "hi", "fusion": "rrf", "fusion_weight": 2}, "fusion_weight", "applies to score fusion"),
-    ({"session_id": "session-x", "prompt": "hi", "fusion": "score", "graph_search": True}, "fusion", "graph search fuses by rrf"),
 ]
 
 

@@ -120,7 +120,6 @@ def test_min_score_applies_to_the_fused_score() -> None:
         ({"fusion_weight": float("nan")}, rag.RAGValidationError, "fusion_weight", "between 0 and 100"),
         ({"fusion_weight": True}, rag.RAGTypeError, "fusion_weight", "must be a number"),
         ({"fusion_weight": "1.5"}, rag.RAGTypeError, "fusion_weight", "must be a number"),
-        ({"fusion": "score", "graph": True}, rag.RAGValidationError, "fusion", "graph search fuses by rrf"),
     ],
 )
 def test_rag_query_names_the_bad_fusion_field(options: dict[str, object], error: type[Exception], field: str, phrase: str) -> None:
@@ -178,7 +177,6 @@ def test_rest_search_takes_score_fusion_and_returns_its_parts(indexed: World, se
         ({"fusion": "score", "mode": "keyword"}, "fusion", "cannot be used with mode keyword"),
         ({"fusion_weight": 2, "mode": "semantic"}, "fusion_weight", "cannot be used with mode semantic"),
         ({"fusion": "rrf", "fusion_weight": 2}, "fusion_weight", "applies to score fusion"),
-        ({"fusion": "score", "graph_search": True}, "fusion", "graph search fuses by rrf"),
     ],
 )
 def test_rest_fusion_errors_name_the_field(indexed: World, body: dict[str, object], field: str, phrase: str) -> None:

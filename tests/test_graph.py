@@ -111,6 +111,19 @@ def test_fusion_places_the_graphs_best_after_hybrids_first_hits_and_keeps_hybrid
     assert [cid for cid, _, _ in fuse([], graph, params)] == ["g1", "g2"]  # no hybrid list: no agreement either
 
 
+def test_fusion_on_a_score_fused_list_keeps_its_scores_and_agrees_by_rrf() -> None:
+    # A score-fused page (scores 0..2.5) whose RRF scores differ from its order: h6 has the best RRF score.
+    hybrid = [(f"h{i}", 2.0 - i / 10) for i in range(8)]
+    rrf = {f"h{i}": 1 / (70 - i) for i in range(8)}
+    graph = [GraphCandidate("g1", 0.05, ("A",)), GraphCandidate("h6", 0.03, ("B",)), GraphCandidate("g2", 0.04, ("C",))]
+    fused = fuse(hybrid, graph, GraphParams(admit=2, insert_after=3, agreement=3.0), rrf_scores=rrf)
+    assert [cid for cid, _, _ in fused] == ["h0", "h1", "h2", "h6", "g1", "h3", "h4", "h5", "h7"]
+    assert [s for _, s, _ in fused] == [2.0, 1.9, 1.8, 1.7, 1.7, 1.7, 1.6, 1.5, 1.3]  # the page's own scale
+    # Agreement reads the RRF scores, not the page's: 0.03 + 3 * 1/64 beats 0.04 + 0, not 0.03 + 3 * 1.4.
+    low = {**rrf, "h6": 0.0}
+    assert [cid for cid, _, c in fuse(hybrid, graph, GraphParams(admit=2, insert_after=3, agreement=3.0), rrf_scores=low) if c] == ["g1", "g2"]
+
+
 # --- consistency: the graph equals a rebuild ----------------------------------------------------
 
 # Titles that name each other, so references cross documents in every direction.
@@ -297,6 +310,16 @@ def test_the_graph_leg_reaches_the_passage_a_top_hit_names_and_says_through_what
     assert [h.chunk.chunk_id for h in run(svc.search, question, limit=3, graph=True)] == [h.chunk.chunk_id for h in result.hits]
     filtered = run(svc.graph_search, question, limit=5, filters={"group": ("hello", "tn", "nc")})
     assert {h.chunk.document_id for h in filtered.hits} <= {"hello", "tn", "nc"}
+    # On a score-fused hybrid list the graph places the same passage; every other hit keeps its place,
+    # fused score, parts and RRF rank from plain score-fused search.
+    scored = run(svc.graph_search, question, limit=3, fusion="score")
+    plain = run(svc.search, question, limit=10, fusion="score")
+    assert {h.chunk.chunk_id: h for h in scored.hits}["snow:0"].graph_path == ("Hank Snow",)
+    placed = {h.chunk.chunk_id for h in scored.hits if h.graph_path}
+    rest = [(h.chunk.chunk_id, h.score, h.rrf_rank, h.keyword_norm) for h in scored.hits if h.graph_path is None]
+    assert rest == [(h.chunk.chunk_id, h.score, h.rrf_rank, h.keyword_norm) for h in plain if h.chunk.chunk_id not in placed][: len(rest)]
+    assert all(h.keyword_norm is not None and h.semantic_norm is not None for h in scored.hits)
+    assert [h.score for h in scored.hits] == sorted((h.score for h in scored.hits), reverse=True)
 
 
 @pytest.mark.django_db

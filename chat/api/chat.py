@@ -119,7 +119,7 @@ class ChatRetrievalOptionsSerializer(ClosedSerializer):
     fusion = serializers.ChoiceField(
         choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
         help_text="How hybrid retrieval merges its keyword and semantic lists: rrf or score (as POST /v1/search). "
-                  "Absent: the server's default. score cannot be combined with graph_search.",
+                  "Absent: the server's default. With graph_search, the graph's passages are placed in that list.",
     )
     fusion_weight = StrictFloatField(
         required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
@@ -138,8 +138,6 @@ class ChatRetrievalOptionsSerializer(ClosedSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("identifier") is not None and attrs.get("sources") == "knowledge":
             raise serializers.ValidationError({"identifier": ["names an attached file; sources knowledge searches no files"]})
-        if attrs.get("fusion") == rag.Fusion.SCORE.value and attrs.get("graph_search"):
-            raise serializers.ValidationError({"fusion": ["graph search fuses by rrf; score fusion cannot be used with it"]})
         if attrs.get("fusion_weight") is not None and attrs.get("fusion") == rag.Fusion.RRF.value:
             raise serializers.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
         return attrs

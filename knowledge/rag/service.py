@@ -319,11 +319,10 @@ class RAGService:
         chosen_fusion = self.fusion if fusion is None else Fusion.parse(fusion)
         chosen_weight = self.fusion_weight if fusion_weight is None else check_fusion_weight(fusion_weight)
         if graph:
-            if fusion is not None and chosen_fusion is not Fusion.RRF:
-                raise RAGValidationError("fusion", "graph search fuses by rrf; score fusion cannot be used with it")
             if SearchMode.parse(mode) is not SearchMode.HYBRID:
                 raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {SearchMode.parse(mode).value}")
-            return tuple((await self.graph_search(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k)).hits)
+            return tuple((await self.graph_search(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k,
+                                                  fusion=chosen_fusion, fusion_weight=chosen_weight)).hits)
         # Validate everything (as a keyword query, in the seed's order: the namespace is an
         # identifier, checked after limit, text and filters) before the embedder sees the text.
         probe = RAGQuery(
@@ -364,7 +363,8 @@ class RAGService:
         return self.backend
 
     async def _query(self, text: str, *, limit: int, filters: Filters | None, min_score: float | None = None,
-                     rrf_k: int | None = None, graph: bool = False) -> RAGQuery:
+                     rrf_k: int | None = None, graph: bool = False, fusion: Fusion = Fusion.RRF,
+                     fusion_weight: float = DEFAULT_FUSION_WEIGHT) -> RAGQuery:
         """A validated hybrid query (keyword when there is no embedder), its text embedded."""
         namespace = self.namespace
         probe = RAGQuery(text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
@@ -375,24 +375,29 @@ class RAGService:
             probe.text, namespace, mode=SearchMode.HYBRID if vector is not None else SearchMode.KEYWORD, limit=probe.limit,
             filters=probe.filters, min_score=probe.min_score, vector=vector, rrf_k=probe.rrf_k,
             embedding_model=embedder_model_id(self.embedder, len(vector)) if vector is not None else None,
-            graph=graph and vector is not None,
+            graph=graph and vector is not None, fusion=fusion, fusion_weight=fusion_weight,
         )
 
     async def graph_search(
-        self, text: str, limit: int = 8, filters: Filters | None = None, min_score: float | None = None, *, rrf_k: int | None = None
+        self, text: str, limit: int = 8, filters: Filters | None = None, min_score: float | None = None, *, rrf_k: int | None = None,
+        fusion: Fusion | str | None = None, fusion_weight: float | None = None,
     ) -> GraphSearchResult:
         """Hybrid search whose fusion adds the knowledge graph's ranked chunks as a third list.
 
         Seeds are the top hybrid hits and the entities the query names; the graph list's best
         take places below hybrid's first hits (``knowledge.graph.search.fuse``), and hits the
         graph leg placed carry ``graph_score`` and ``graph_path`` (the entity names that led to them).
+        ``fusion`` / ``fusion_weight``: how the hybrid list itself is fused (None: the service's own);
+        every hit the graph did not place keeps that list's order and score.
         The result also says what the leg went through (``leg.nodes``, ``leg.relations``).
         Needs an embedder (hybrid search) and a backend with a graph (``ConfigurationError`` otherwise).
         """
         backend = self._graph_backend()
         if self.embedder is None:
             raise ConfigurationError("graph search joins hybrid search, which needs an embedder; this service has none")
-        query = await self._query(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k, graph=True)
+        query = await self._query(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k, graph=True,
+                                  fusion=self.fusion if fusion is None else Fusion.parse(fusion),
+                                  fusion_weight=self.fusion_weight if fusion_weight is None else check_fusion_weight(fusion_weight))
         if not self._started:
             await self.start()
         result = await backend.graph_search(query)

@@ -366,9 +366,6 @@ class RAGQuery:
             raise RAGValidationError("rrf_k", "must be an integer between 1 and 1000")
         object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
         object.__setattr__(self, "fusion_weight", check_fusion_weight(self.fusion_weight))
-        if self.graph and self.fusion is not Fusion.RRF:
-            # The graph leg adds its RRF term to the hybrid list's RRF scores (knowledge.graph).
-            raise RAGValidationError("fusion", "graph search fuses by rrf; score fusion cannot be used with it")
         if self.vector is not None:
             object.__setattr__(self, "vector", check_vector(self.vector))
         elif self.mode is not SearchMode.KEYWORD:

@@ -832,7 +832,7 @@ class PostgresBackend:
     # --- the knowledge graph (knowledge.graph) ------------------------------------------
 
     async def graph_search(self, query: RAGQuery) -> GraphSearchResult:
-        """Hybrid search with the graph leg fused in as a third ranked list (``query.graph``)."""
+        """Hybrid search (fused as ``query.fusion`` says) with the graph leg's best candidates placed in it (``query.graph``)."""
         return await sync_to_async(self._graph_search, thread_sensitive=True)(query)
 
     def _graph_search(self, query: RAGQuery) -> GraphSearchResult:
@@ -851,7 +851,11 @@ class PostgresBackend:
                 where=where, where_params=params, vector=query.vector, model=query.embedding_model or "", dimension=dimension,
             )
             known = {h.chunk.chunk_id: h for h in hybrid}
-            fused = graph_sql.fuse([(h.chunk.chunk_id, float(h.rrf_score or 0.0)) for h in hybrid], leg.candidates, self.graph)
+            by_rrf = query.fusion is Fusion.RRF
+            fused = graph_sql.fuse(
+                [(h.chunk.chunk_id, float((h.rrf_score if by_rrf else h.score) or 0.0)) for h in hybrid], leg.candidates, self.graph,
+                rrf_scores=None if by_rrf else {h.chunk.chunk_id: float(h.rrf_score or 0.0) for h in hybrid},
+            )
             missing = [cid for cid, _, found in fused if found is not None and cid not in known]
             extra = self._rows_by_id(cursor, tenant_id, missing, query, dimension) if missing else {}
         hits: list[RAGHit] = []
@@ -861,9 +865,11 @@ class PostgresBackend:
             base = known.get(cid) or extra.get(cid)
             if base is None:
                 continue  # a candidate whose row went away meanwhile
+            # Under RRF the page's score is its RRF score and rank; under score fusion a hit keeps its
+            # own RRF score and rank (as plain hybrid hits do), and one only the graph found has none.
+            rrf = {"rrf_score": score, "rrf_rank": len(hits) + 1} if by_rrf else {}
             hits.append(dataclasses.replace(
-                base, score=score, rrf_score=score, rrf_rank=len(hits) + 1,
-                graph_score=found.score if found else None, graph_path=found.path if found else None,
+                base, score=score, **rrf, graph_score=found.score if found else None, graph_path=found.path if found else None,
             ))
             if len(hits) == query.limit:
                 break
