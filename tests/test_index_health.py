@@ -263,8 +263,10 @@ def test_the_scheduled_repair_rebuilds_only_past_the_bound(settings: object) -> 
             break
         assert result["rebuilt"]["error"] is None, result  # type: ignore[index]
         rebuilt.append(result["rebuilt"]["index"])  # type: ignore[index]
-    # Every index due at the start is rebuilt (the statistics may make another due meanwhile).
-    assert set(rebuilt) >= {name for name, h in before.items() if h.needs_rebuild} and "chunk_embedding_hnsw_384" in rebuilt
+    # The runs go on, one rebuild each, until nothing is due. Which indexes are due is measured again at
+    # every run: rebuilding one updates the table's statistics, which can make another due (seen: the
+    # postings index) or no longer due (seen: the text GIN index, once in a full run).
+    assert "chunk_embedding_hnsw_384" in rebuilt and len(rebuilt) == len(set(rebuilt))
     assert tasks.repair_indexes()["rebuilt"] is None  # repaired: nothing due any more
 
 
