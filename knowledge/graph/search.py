@@ -145,12 +145,12 @@ def query_names(text: str) -> list[tuple[str, int, int]]:
 
 def named_entities(cursor: Any, tenant_id: int, text: str) -> list[tuple[int, str, str, str]]:
     """The tenant's entities the query names, longest first, none inside a longer one: ``(id, key, name, type)``."""
-    return _named_entities(cursor, tenant_id, text)[0]
-
-
-def _named_entities(cursor: Any, tenant_id: int, text: str) -> tuple[list[tuple[int, str, str, str]], bool]:
-    """``named_entities`` and whether the tenant has a graph at all, in one round trip."""
     names = query_names(text)
+    return _named_entities(cursor, tenant_id, names)[0] if names else []
+
+
+def _named_entities(cursor: Any, tenant_id: int, names: list[tuple[str, int, int]]) -> tuple[list[tuple[int, str, str, str]], bool]:
+    """``named_entities`` of a query's ``query_names`` and whether the tenant has a graph at all, in one round trip."""
     # A row of NULLs follows the named entities when the tenant holds any entity: one statement
     # instead of two, which at the graph leg's size is a measurable share of its time.
     cursor.execute(
@@ -293,7 +293,7 @@ def graph_leg(
     where_params: dict[str, Any], vector: Sequence[float] | None, model: str, dimension: int | None,
 ) -> GraphLeg:
     """Run the graph leg for a query whose hybrid hits, best first, are ``seeds`` (chunk ids)."""
-    named, has_graph = _named_entities(cursor, tenant_id, text)
+    named, has_graph = _named_entities(cursor, tenant_id, query_names(text))
     if not has_graph:
         return GraphLeg()
     top = list(seeds)[: params.seeds]
