@@ -17,6 +17,7 @@ from accounts.models import Tenant
 from knowledge import rag
 from knowledge.graph.extract import Gazetteer, extract, may_reference, normalize, own_names
 from knowledge.graph.search import GraphParams, fuse, query_names
+from knowledge.graph.store import GraphWriter, prepare_extraction
 from knowledge.graph.types import GraphCandidate
 from knowledge.models import Chunk, Entity, Mention, Relation
 from knowledge.rag import RAGDocument
@@ -217,6 +218,24 @@ def test_the_backlog_gets_its_graph_when_indexed(using: str) -> None:
     graph = assert_equals_rebuild(using, tenant)
     assert ("hello:0", "hank snow", "reference", 0.8) in graph["mentions"]  # type: ignore[operator]
     assert ("snow:0", "tennessee", "reference", 0.8) in graph["mentions"]  # type: ignore[operator]
+
+
+@pytest.mark.django_db
+def test_an_extraction_prepared_before_a_name_was_defined_is_done_again_under_the_lock() -> None:
+    tenant = make_tenant("acme")
+    run(service(inline_index_max_chunks=0).ingest, [doc("hello")])  # names Hank Snow, who has no document yet
+    hello = list(Chunk.objects.filter(tenant=tenant).values_list("id", flat=True))
+    with transaction.atomic(), connection.cursor() as cursor:
+        prepared = prepare_extraction(cursor, tenant.pk, hello)
+        assert prepared.result.result().graphs[0].mentions["hank snow"].extractor == "name"
+        run(service().ingest, [doc("snow")])  # meanwhile "Hank Snow" gets its document: the gazetteer changes
+        cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE id = ANY(%s)", [hello])
+        writer = GraphWriter(cursor, tenant.pk)
+        assert writer.version != prepared.version
+        writer.index(hello, prepared=prepared)
+        writer.finish()
+    graph = assert_equals_rebuild("default", tenant)
+    assert ("hello:0", "hank snow", "reference", 0.8) in graph["mentions"]  # type: ignore[operator]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,13 +15,21 @@ always equals what ``rebuild`` computes from the indexed chunks.
 Locking: the writer takes a per-tenant advisory lock, *after* every row lock its
 transaction needs (chunks, term statistics), and then touches only graph tables; so a
 writer holding it never waits for anyone, and graph writers of one tenant run one at a time.
+
+Extraction is pure Python over text the transaction already holds, so it need not wait for
+the lock: ``prepare_extraction`` reads the chunks and the gazetteer as they are and extracts
+in a thread while the transaction's own database work (postings, the HNSW entries) runs;
+``index(prepared=...)`` then uses that result when the gazetteer it was computed against is
+still the tenant's under the lock, and extracts again otherwise. The graph written is the
+same either way; only the wall-clock time differs.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +71,106 @@ _gazetteers: OrderedDict[tuple[str, int], tuple[int, Gazetteer]] = OrderedDict()
 _GAZETTEERS_KEPT = 16
 
 
+# One chunk as extraction reads it: (chunk pk, document pk, text, title, content hash).
+ChunkRow = tuple[int, int, str, str | None, str]
+
+
+def _version(cursor: Any, tenant_id: int) -> int:
+    cursor.execute("SELECT gazetteer_version FROM knowledge_graphstat WHERE tenant_id = %s", [tenant_id])
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _gazetteer(cursor: Any, tenant_id: int, using: str) -> tuple[int, Gazetteer]:
+    """The tenant's defined names now, with the version they are of (cached by version)."""
+    version = _version(cursor, tenant_id)
+    key = (using, tenant_id)
+    with _cache_lock:
+        cached = _gazetteers.get(key)
+        if cached is not None and cached[0] == version:
+            _gazetteers.move_to_end(key)
+            return cached
+    cursor.execute(
+        "SELECT normalized, name, type FROM knowledge_entity WHERE tenant_id = %s AND defined_count > 0 "
+        "AND array_length(string_to_array(normalized, ' '), 1) <= %s",
+        [tenant_id, MAX_REFERENCE_TOKENS],
+    )
+    gazetteer = Gazetteer({key: (name, kind) for key, name, kind in cursor.fetchall()})
+    with _cache_lock:
+        _gazetteers[key] = (version, gazetteer)
+        _gazetteers.move_to_end(key)
+        while len(_gazetteers) > _GAZETTEERS_KEPT:
+            _gazetteers.popitem(last=False)
+    return version, gazetteer
+
+
+def _chunk_rows(cursor: Any, tenant_id: int, chunk_pks: Sequence[int]) -> list[ChunkRow]:
+    cursor.execute(
+        f"SELECT c.id, c.document_id, c.text, c.title, c.content_hash FROM ({_BY_KEY.format(table='knowledge_chunk')}) c "
+        "WHERE c.tenant_id = %s ORDER BY c.id",
+        [list(chunk_pks), tenant_id],
+    )
+    return cursor.fetchall()
+
+
+@dataclass(frozen=True)
+class _Extracted:
+    """A batch's extraction: one graph per row, and the names the batch's chunks define."""
+
+    graphs: list[ChunkGraph]
+    defining: dict[str, tuple[str, str]]
+
+
+def _extract_batch(
+    rows: Sequence[ChunkRow], start: Gazetteer, earlier_new: Mapping[str, tuple[str, str]], undefined: Set[str],
+) -> _Extracted:
+    """Extract ``rows`` against the tenant's gazetteer ``start``, the names earlier batches of the
+    transaction defined (``earlier_new``) and the batch's own; ``undefined``: names the transaction
+    took the last definition of (references to them stop counting unless the batch defines them again).
+
+    Pure: reads no database and no writer state, so it may run in another thread.
+    """
+    own = [own_names(title, text) for _, _, text, title, _ in rows]
+    defining: dict[str, tuple[str, str]] = {}
+    for names in own:
+        for key, found in names.items():
+            defining.setdefault(key, (found.name, found.type))
+    lookup = {**earlier_new, **defining}
+    extra = Gazetteer(lookup) if lookup else EMPTY_GAZETTEER
+    excluded = {k for k in undefined if k not in defining}
+    graphs = [extract(text, title=title, gazetteers=(start, extra), excluded=excluded, own=names)
+              for (_, _, text, title, _), names in zip(rows, own, strict=True)]
+    return _Extracted(graphs, defining)
+
+
+@dataclass(frozen=True)
+class PreparedExtraction:
+    """Chunks read and being extracted, off the graph lock, against gazetteer ``version`` (``prepare_extraction``)."""
+
+    tenant_id: int
+    version: int
+    rows: list[ChunkRow]
+    result: Future[_Extracted]
+
+
+def prepare_extraction(cursor: Any, tenant_id: int, chunk_pks: Sequence[int], *, using: str = "default") -> PreparedExtraction:
+    """Read ``chunk_pks`` (the tenant's, which the transaction holds) and start their extraction in a thread.
+
+    Call it before the transaction's other statements and pass the result to ``GraphWriter.index``:
+    the extraction then overlaps with them. It takes no lock; the writer checks the gazetteer.
+    """
+    version, gazetteer = _gazetteer(cursor, int(tenant_id), using)
+    rows = _chunk_rows(cursor, int(tenant_id), chunk_pks)
+    # One thread per batch: the extraction holds the interpreter while the main thread waits for the
+    # database (psycopg releases it then). shutdown(wait=False) lets the thread end with its task.
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graph-extract")
+    try:
+        future = executor.submit(_extract_batch, rows, gazetteer, {}, frozenset())
+    finally:
+        executor.shutdown(wait=False)
+    return PreparedExtraction(int(tenant_id), version, rows, future)
+
+
 @dataclass
 class _Defined:
     """A name whose definition count this transaction changed: was it defined at the start, is it now."""
@@ -86,7 +194,7 @@ class GraphWriter:
         self.using = using
         self.llm = llm
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [GRAPH_LOCK, self.tenant_id])
-        self.start = self._gazetteer()
+        self.version, self.start = _gazetteer(cursor, self.tenant_id, using)
         self.defined: dict[str, _Defined] = {}
         self.new_names: dict[str, tuple[str, str]] = {}  # names this transaction's chunks define
         self.indexed: set[int] = set()
@@ -96,44 +204,12 @@ class GraphWriter:
 
     # --- the gazetteer ----------------------------------------------------------------------
 
-    def _version(self) -> int:
-        self.cursor.execute("SELECT gazetteer_version FROM knowledge_graphstat WHERE tenant_id = %s", [self.tenant_id])
-        row = self.cursor.fetchone()
-        return int(row[0]) if row else 0
-
-    def _gazetteer(self) -> Gazetteer:
-        """The tenant's defined names as the transaction starts (cached by version)."""
-        version = self._version()
-        key = (self.using, self.tenant_id)
-        with _cache_lock:
-            cached = _gazetteers.get(key)
-            if cached is not None and cached[0] == version:
-                _gazetteers.move_to_end(key)
-                return cached[1]
-        self.cursor.execute(
-            "SELECT normalized, name, type FROM knowledge_entity WHERE tenant_id = %s AND defined_count > 0 "
-            "AND array_length(string_to_array(normalized, ' '), 1) <= %s",
-            [self.tenant_id, MAX_REFERENCE_TOKENS],
-        )
-        gazetteer = Gazetteer({key: (name, kind) for key, name, kind in self.cursor.fetchall()})
-        with _cache_lock:
-            _gazetteers[key] = (version, gazetteer)
-            _gazetteers.move_to_end(key)
-            while len(_gazetteers) > _GAZETTEERS_KEPT:
-                _gazetteers.popitem(last=False)
-        return gazetteer
-
     def _note(self, key: str, name: str, before: int, now: int) -> None:
         known = self.defined.get(key)
         if known is None:
             self.defined[key] = _Defined(before > 0, now > 0, name)
         else:
             known.now = now > 0
-
-    def _excluded(self, defining: Iterable[str] = ()) -> set[str]:
-        """Names no chunk defines any more (and the batch does not define again): references to them stop counting."""
-        again = set(defining)
-        return {k for k, d in self.defined.items() if not d.now and k not in again}
 
     # --- writes -----------------------------------------------------------------------------
 
@@ -165,28 +241,32 @@ class GraphWriter:
                 self._note(key, name, before, now)
         self.indexed.difference_update(pks)
 
-    def index(self, chunk_pks: Sequence[int]) -> int:
-        """Extract and write the graph of these chunks (the tenant's, holding no graph rows); returns mentions written."""
+    def index(self, chunk_pks: Sequence[int], *, prepared: PreparedExtraction | None = None) -> int:
+        """Extract and write the graph of these chunks (the tenant's, holding no graph rows); returns mentions written.
+
+        ``prepared``: ``prepare_extraction`` of the same chunks in this transaction; its result is
+        used when nothing it depends on changed since (else the chunks are extracted again here).
+        """
         if not chunk_pks:
             return 0
-        self.cursor.execute(
-            f"SELECT c.id, c.document_id, c.text, c.title, c.content_hash FROM ({_BY_KEY.format(table='knowledge_chunk')}) c "
-            "WHERE c.tenant_id = %s ORDER BY c.id",
-            [list(chunk_pks), self.tenant_id],
-        )
-        rows = self.cursor.fetchall()
-        own = [own_names(title, text) for _, _, text, title, _ in rows]
-        defining: dict[str, tuple[str, str]] = {}
-        for names in own:
-            for key, found in names.items():
-                defining.setdefault(key, (found.name, found.type))
-        self.new_names.update({k: v for k, v in defining.items() if k not in self.start})
-        extra = Gazetteer({**self.new_names, **defining}) if (self.new_names or defining) else EMPTY_GAZETTEER
-        excluded = self._excluded(defining)
+        undefined = {k for k, d in self.defined.items() if not d.now}
+        extracted: _Extracted | None = None
+        if (
+            prepared is not None and prepared.tenant_id == self.tenant_id and prepared.version == self.version
+            and not self.new_names and [row[0] for row in prepared.rows] == sorted(set(chunk_pks))
+        ):
+            rows, extracted = prepared.rows, prepared.result.result()
+            # It excluded nothing: right when every name this transaction undefined is defined again
+            # by the batch (a re-ingested document's own title, say).
+            if not undefined <= extracted.defining.keys():
+                extracted = None
+        if extracted is None:
+            rows = _chunk_rows(self.cursor, self.tenant_id, chunk_pks)
+            extracted = _extract_batch(rows, self.start, self.new_names, undefined)
+        self.new_names.update({k: v for k, v in extracted.defining.items() if k not in self.start})
         triples = self.llm.cached(self.cursor, self.tenant_id, [row[4] for row in rows]) if self.llm else {}
         graphs: list[tuple[int, int, ChunkGraph]] = []
-        for (chunk_pk, document_pk, text, title, digest), names in zip(rows, own, strict=True):
-            graph = extract(text, title=title, gazetteers=(self.start, extra), excluded=excluded, own=names)
+        for (chunk_pk, document_pk, _, _, digest), graph in zip(rows, extracted.graphs, strict=True):
             if digest in triples:
                 apply_triples(graph, triples[digest])
             graphs.append((chunk_pk, document_pk, graph))
@@ -351,6 +431,7 @@ class GraphWriter:
                 for key, found in own_names(title, text).items():
                     names.setdefault(key, (found.name, found.type))
         self.start = Gazetteer(names)
+        self.version = -1  # the start of no stored version: no prepared extraction is taken for it
         self.defined.clear()
         self.new_names.clear()
         done = 0

@@ -45,7 +45,7 @@ from accounts.models import Tenant
 from knowledge.graph import search as graph_sql
 from knowledge.graph.llm import LlmSpec
 from knowledge.graph.search import GraphParams
-from knowledge.graph.store import GraphWriter
+from knowledge.graph.store import GraphWriter, prepare_extraction
 from knowledge.graph.types import GraphLeg, Neighborhood, Picture, Triplet
 from knowledge.models import DEFAULT_SEARCH_CONFIG, search_config_name
 from knowledge.rag.backends import postgres_sql as q
@@ -210,6 +210,11 @@ class PostgresBackend:
             old_chunks = self._stats_remove(cursor, tenant_id, pks)
             cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {_OF_DOCUMENTS}", [tenant_id, pks])
             self._copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline, config=config)
+            prepared = None
+            if inline and self.extract_graph:
+                # Extraction runs in a thread while the statistics, postings and HNSW entries are written.
+                cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS} ORDER BY c.id", [tenant_id, pks])
+                prepared = prepare_extraction(cursor, tenant_id, [row[0] for row in cursor.fetchall()], using=self.using)
             # The chunks hold these vectors now: the cache entries of an earlier, interrupted run go.
             cursor.execute(
                 "DELETE FROM knowledge_embeddingcache e USING knowledge_chunk c "
@@ -227,9 +232,8 @@ class PostgresBackend:
             # Last: the graph lock comes after every row lock this transaction takes (see knowledge.graph.store).
             graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
             graph.remove(old_chunks)
-            if inline and self.extract_graph:
-                cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {_OF_DOCUMENTS} ORDER BY c.id", [tenant_id, pks])
-                graph.index([row[0] for row in cursor.fetchall()])
+            if prepared is not None:
+                graph.index([row[0] for row in prepared.rows], prepared=prepared)
                 self._graph_indexed(namespace)
             graph.finish()
         return total
@@ -654,11 +658,13 @@ class PostgresBackend:
             )
             ids = [row[0] for row in cursor.fetchall()]
             if ids:
+                # Extraction runs in a thread while the database writes postings and HNSW entries.
+                prepared = prepare_extraction(cursor, tenant_id, ids, using=self.using) if self.extract_graph else None
                 self._post(cursor, tenant_id, "c.id = ANY(%s)", [ids])  # ids of this tenant's, just locked
                 cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE id = ANY(%s)", [ids])
                 if self.extract_graph:
                     graph = GraphWriter(cursor, tenant_id, using=self.using, llm=self.graph_llm)
-                    graph.index(ids)
+                    graph.index(ids, prepared=prepared)
                     graph.finish()
                     self._graph_indexed(namespace)
         return len(ids)
