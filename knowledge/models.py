@@ -75,6 +75,11 @@ def indexed_text(*fields: str) -> Func:
     return Func(joined, function="quarry_search_text", output_field=models.TextField())
 
 
+def title_vector() -> Func:
+    """A chunk's title as its text search configuration tokenizes it (unweighted)."""
+    return Func(F("search_config"), indexed_text("title"), function="to_tsvector", output_field=SearchVectorField())
+
+
 class DocumentStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     PROCESSING = "processing", "Processing"
@@ -267,8 +272,14 @@ class Chunk(models.Model):
     # The tenant's configuration when the chunk was written; a language change rewrites all of a
     # tenant's chunks in one transaction (knowledge.services.text_search), so they never mix two.
     search_config = RegConfigField(default=DEFAULT_SEARCH_CONFIG, db_default=DEFAULT_SEARCH_CONFIG)
+    # The title's lexemes carry weight A (the text's the default, D): keyword search counts a title
+    # occurrence TITLE_WEIGHT times (knowledge.rag.backends.postgres_sql), BM25F over the two fields.
     search_vector = models.GeneratedField(
-        expression=Func(F("search_config"), indexed_text("title", "text"), function="to_tsvector", output_field=SearchVectorField()),
+        expression=Func(
+            Func(title_vector(), Value("A"), function="setweight", output_field=SearchVectorField()),
+            Func(F("search_config"), indexed_text("text"), function="to_tsvector", output_field=SearchVectorField()),
+            template="(%(expressions)s)", arg_joiner=" || ", output_field=SearchVectorField(),
+        ),
         output_field=SearchVectorField(),
         db_persist=True,
     )
@@ -353,7 +364,7 @@ class Posting(models.Model):
     chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+")
     lexeme = models.TextField()
-    tf = models.IntegerField()  # occurrences of the lexeme in the chunk (capped at 256 by tsvector)
+    tf = models.IntegerField()  # occurrences in the chunk (at most 256 a field), a title's counted TITLE_WEIGHT times
     dl = models.IntegerField()  # the chunk's length: its number of distinct lexemes
     impact = models.FloatField()  # tf / (tf + k1 * (1 - b + b * dl / avgdl)) with avgdl when written
 

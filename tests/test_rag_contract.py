@@ -14,6 +14,7 @@ from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, Posting, T
 from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
 from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag.backends.postgres_sql import TITLE_WEIGHT
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
 from tests.conftest import STOCK_AVAILABLE
 from tests.factories import make_tenant
@@ -470,6 +471,23 @@ def test_postgres_term_statistics_follow_ingest_and_delete(db: None) -> None:
     assert sorted(Posting.objects.filter(tenant=tenant).values_list("lexeme", flat=True)) == ["everywher", "otter"]
 
 
+def test_postgres_title_occurrences_count_title_weight_times_on_both_keyword_paths(db: None) -> None:
+    docs = [RAGDocument("a", "The otter swims.", title="Otter facts"), RAGDocument("b", "An otter, another otter, one more otter.")]
+    make_tenant("acme"), make_tenant("backlog")
+    run(rag.postgres(None, namespace="acme").ingest, docs)
+    assert Posting.objects.get(tenant__slug="acme", chunk__chunk_id="a:0", lexeme="otter").tf == 1 + TITLE_WEIGHT
+    assert Posting.objects.get(tenant__slug="acme", chunk__chunk_id="b:0", lexeme="otter").tf == 3
+    assert Posting.objects.get(tenant__slug="acme", chunk__chunk_id="a:0", lexeme="fact").tf == TITLE_WEIGHT
+    # The same documents left to the indexer are scored from their tsvectors: the same scores.
+    deferred = rag.service(PostgresBackend(inline_index_max_chunks=0), None, namespace="backlog")
+    run(deferred.ingest, docs)
+    assert not Posting.objects.filter(tenant__slug="backlog").exists()
+    indexed = run(rag.postgres(None, namespace="acme").search, "otter facts", mode="keyword")
+    exact = run(deferred.search, "otter facts", mode="keyword")
+    assert [(h.chunk.chunk_id, h.score) for h in exact] == [(h.chunk.chunk_id, h.score) for h in indexed]
+    assert [h.chunk.chunk_id for h in indexed] == ["a:0", "b:0"]
+
+
 def test_postgres_document_row_describes_current_chunks(db: None) -> None:
     make_tenant("acme")
     run(rag.postgres(BagOfWordsEmbedder(), namespace="acme").ingest, [DOCS[0]])
@@ -498,3 +516,21 @@ def test_postgres_keyword_fast_path_falls_back_to_exact_under_selective_filters(
     assert sorted(h.chunk.document_id for h in hits) == sorted(f"d{i}" for i in range(0, 100, 10))
     unfiltered = run(tight.search, "common words", mode="keyword", limit=10)
     assert len(unfiltered) == 10
+
+
+@pytest.mark.parametrize("using", ["default", pytest.param("stock", marks=needs_stock)])
+def test_postgres_keyword_fast_path_completes_the_scores_of_terms_whose_postings_it_cut(using: str) -> None:
+    """With 4 postings read per term, "river" (in 14 chunks) is cut: the otter chunks that also say
+    "river", far down its list, get that part of their score back before the page is cut."""
+
+    Tenant.objects.using(using).get_or_create(slug="acme")
+    docs = [RAGDocument(f"r{i}", "river " * (1 + i % 3) + f"bank number {i}") for i in range(12)]
+    docs += [RAGDocument(f"f{i}", f"gravel and sand for road number {i}") for i in range(30)]
+    docs += [RAGDocument(f"o{i}", f"an otter {'swims in the river' if i % 2 else 'sleeps in the reeds'} at dusk, long after the rain {i}")
+             for i in range(4)]
+    run(rag.service(PostgresBackend(using), None, namespace="acme").ingest, docs)
+    exact = run(rag.service(PostgresBackend(using), None, namespace="acme").search, "otter river", mode="keyword", limit=6)
+    tight = run(rag.service(PostgresBackend(using, postings_per_term=4), None, namespace="acme").search,
+                "otter river", mode="keyword", limit=6)
+    assert [h.chunk.document_id for h in exact][:2] == ["o1", "o3"]  # both words beat either alone
+    assert [(h.chunk.document_id, h.score) for h in tight] == [(h.chunk.document_id, h.score) for h in exact]

@@ -510,21 +510,21 @@ class PostgresBackend:
     def _post(self, cursor: Any, tenant_id: int, where: str, params: list[object]) -> None:
         """Write the postings of the chunks matching ``where`` (on alias ``c``; it names the tenant).
 
-        Impact is normalized by the average length as it now stands.
+        The frequency counts a title occurrence ``TITLE_WEIGHT`` times; impact is normalized by the
+        average length as it now stands.
         """
         cursor.execute(
             f"""
             INSERT INTO knowledge_posting (chunk_id, lexeme, tenant_id, tf, dl, impact)
-            SELECT c.id, u.lexeme, c.tenant_id, coalesce(array_length(u.positions, 1), 1), length(c.search_vector),
-                   coalesce(array_length(u.positions, 1), 1)::float8
-                   / (coalesce(array_length(u.positions, 1), 1)
-                      + {q.BM25_K1} * (1 - {q.BM25_B} + {q.BM25_B} * length(c.search_vector) / s.avgdl))
+            SELECT c.id, u.lexeme, c.tenant_id, x.tf, length(c.search_vector),
+                   x.tf::float8 / (x.tf + {q.BM25_K1} * (1 - {q.BM25_B} + {q.BM25_B} * length(c.search_vector) / s.avgdl))
             FROM knowledge_chunk c
             CROSS JOIN (
                 SELECT greatest(coalesce(token_count::float8 / nullif(chunk_count, 0), 1), 1) AS avgdl
                 FROM knowledge_corpusstat WHERE tenant_id = %s
             ) s
             CROSS JOIN LATERAL unnest(c.search_vector) u
+            CROSS JOIN LATERAL (SELECT {q.WEIGHTED_TF} AS tf) x
             WHERE {where}
             """,
             [tenant_id, *params],
