@@ -565,8 +565,10 @@ class Mention(models.Model):
 
     class Meta:
         indexes = [
-            # Graph expansion and the entity browser: an entity's chunks, strongest mentions first.
-            models.Index(fields=["tenant", "entity", "-weight"], include=["chunk"], name="mention_entity_weight"),
+            # Graph expansion and the entity browser: an entity's chunks, strongest mentions first, ties by
+            # chunk (the expansion's ORDER BY weight DESC, chunk_id LIMIT n reads n entries, not every tie:
+            # a name's mentions all weigh alike, and a common one has hundreds).
+            models.Index(fields=["tenant", "entity", "-weight", "chunk"], include=["extractor"], name="mention_entity_top"),
         ]
 
 
@@ -585,9 +587,10 @@ class Relation(models.Model):
 
     class Meta:
         indexes = [
-            # Triplet search and neighbours: the relations of an entity, from either end.
-            models.Index(fields=["tenant", "subject"], name="relation_subject"),
-            models.Index(fields=["tenant", "object"], name="relation_object"),
+            # Triplet search, neighbours and the graph leg: the relations of an entity, from either end,
+            # strongest first (the leg reads an entity's top few without sorting all of them).
+            models.Index(fields=["tenant", "subject", "-weight"], name="relation_subject_weight"),
+            models.Index(fields=["tenant", "object", "-weight"], name="relation_object_weight"),
         ]
 
 

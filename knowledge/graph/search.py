@@ -221,6 +221,9 @@ hop2 AS (
     FROM ent2 CROSS JOIN LATERAL ({_to_chunks("ent2")}) x
 )"""
         union2 = "UNION ALL SELECT id, p1, p2, act FROM hop2"
+    # hop1's chunks come from the tenant's mentions: only a metadata filter needs their rows here
+    # (reading ~200 chunk rows is a fifth of the leg's time at 100,000 chunks).
+    frontier_filter = f"JOIN knowledge_chunk c ON c.id = h.id WHERE c.tenant_id = %(tenant)s {where}" if where else ""
     return f"""WITH corpus AS MATERIALIZED (
     SELECT greatest(coalesce(max(chunk_count), 0), 2)::float8 AS n FROM knowledge_corpusstat WHERE tenant_id = %(tenant)s
 ),
@@ -260,8 +263,7 @@ hop1 AS MATERIALIZED (
 ),
 frontier AS MATERIALIZED (
     SELECT h.id, sum(h.act) AS act, (array_agg(h.p1 ORDER BY h.act DESC, h.p1))[1] AS via
-    FROM hop1 h JOIN knowledge_chunk c ON c.id = h.id
-    WHERE c.tenant_id = %(tenant)s {where}
+    FROM hop1 h {frontier_filter}
     GROUP BY h.id
     ORDER BY act DESC, h.id
     LIMIT %(frontier)s
