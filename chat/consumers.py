@@ -320,8 +320,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                     await self._send(event["event"], event["data"], request_id)
         except asyncio.CancelledError:
             raise
+        except OSError as exc:
+            # The browser went away mid-answer (a closed tab; uvicorn's ClientDisconnected is an OSError):
+            # the stream is closed above, so nothing is stored, and there is no one left to tell.
+            logger.info("web chat: the client left during an answer (%s)", type(exc).__name__)
         except Exception:
-            # The pipeline normalizes its own failures into error events; this is a bug or a dead socket.
+            # The pipeline normalizes its own failures into error events; this is a bug.
             logger.exception("web chat: forwarding an answer failed")
             with suppress(Exception):
                 await self._error(request_id, "internal_error")

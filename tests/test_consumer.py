@@ -452,3 +452,30 @@ async def test_retrieval_options_are_checked_as_the_api_checks_them_and_reach_th
         assert error["data"]["error"] == "invalid" and error["data"]["detail"].startswith(detail), error
     assert len(await retrieval_of(session_id)) == 2  # nothing refused reached the model or the store
     await communicator.disconnect()
+
+
+async def test_a_browser_that_leaves_mid_answer_closes_the_stream_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    """The socket's send fails once the tab is gone (uvicorn raises ClientDisconnected, an OSError): the
+    answer's stream is closed (so nothing is stored) and that is logged as news, not as a failure."""
+    from uvicorn.protocols.utils import ClientDisconnected
+
+    from chat.consumers import ChatConsumer
+
+    closed: list[bool] = []
+
+    async def answer() -> Any:
+        try:
+            yield {"event": "text_delta", "data": {"text": "From "}}
+            yield {"event": "text_delta", "data": {"text": "the guide"}}
+        finally:
+            closed.append(True)
+
+    async def gone(message: dict[str, Any]) -> None:  # the ASGI server's send: the network edge
+        raise ClientDisconnected()
+
+    consumer = ChatConsumer()
+    consumer.base_send = gone
+    with caplog.at_level("INFO", logger="chat.consumers"):
+        await consumer._forward(answer(), "r1")
+    assert closed == [True]
+    assert [r.levelname for r in caplog.records] == ["INFO"] and "left during an answer" in caplog.records[0].getMessage()
