@@ -83,3 +83,28 @@ def test_selective_filter_with_hnsw_still_returns_the_true_top_page(db: None) ->
     assert [h.chunk.document_id for h in hits] == [d.id for d in exact]
     hybrid = async_to_sync(svc.search)(query, mode="hybrid", limit=20, filters={"rare": True})
     assert len(hybrid) == 20 and all(h.chunk.document_id in {d.id for d in rare} for h in hybrid)
+
+
+def test_a_passage_the_hnsw_walk_misses_on_a_plateau_is_found_through_its_keyword_hit(db: None) -> None:
+    """One large repetitive document makes a plateau of near-identical vectors where an HNSW walk stalls
+    (seen in use: a 6 MB log beside one memo, the memo's cosine 0.82 missed, 0.50s returned). The keyword
+    leg finds the memo; its own cosine then puts it in the semantic list, in semantic and hybrid search alike."""
+    from knowledge.rag.backends.postgres import PostgresBackend
+
+    make_tenant("acme")
+    embedder = BagOfWordsEmbedder(dimension=384)
+    plateau = [rag.RAGDocument(f"log-{i}", f"gravel sand crushed stone delivered to the road depot batch {i % 5}") for i in range(1500)]
+    memo = rag.RAGDocument("memo", "The otter swims in the river at dusk near the old mill.")
+    writer = rag.postgres(embedder, namespace="acme")
+    for start in range(0, len(plateau), 500):
+        async_to_sync(writer.ingest)(plateau[start:start + 500])
+    async_to_sync(writer.ingest)([memo])
+    # The ANN path whatever the tenant's size, with the narrowest walk the backend allows.
+    ann = rag.service(PostgresBackend(exact_max_chunks=0, ef_search=1), embedder, namespace="acme")  # type: ignore[arg-type]
+    question = "otter in the river"
+    for mode in ("semantic", "hybrid"):
+        hits = async_to_sync(ann.search)(question, mode=mode, limit=1)
+        assert [h.chunk.document_id for h in hits] == ["memo"], mode
+    semantic = async_to_sync(ann.search)(question, mode="semantic", limit=3)
+    assert semantic[0].semantic_similarity == pytest.approx(float(np.dot(embedder.vector(question), embedder.vector(memo.text))), abs=1e-5)
+    assert [h.score for h in semantic] == sorted((h.score for h in semantic), reverse=True)

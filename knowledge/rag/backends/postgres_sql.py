@@ -293,11 +293,44 @@ WHERE %(min_score)s::float8 IS NULL OR kw.score >= %(min_score)s
 ORDER BY kw.score DESC, c.id"""
 
 
+def _ann_checked(dimension: int, depth_param: str) -> str:
+    """CTEs ``kw_missed`` and ``sem_checked``: the ANN list ``sem`` with the keyword hits it missed.
+
+    An HNSW walk can stall on a plateau of near-identical vectors (one large repetitive document)
+    and never reach the passage that answers (seen: cosine 0.82 missed while 0.50s came back). A
+    keyword hit outside ``sem`` whose own cosine beats ``sem``'s last entry is such a miss, so it takes
+    its true place in the list. On a correct list no such hit exists (it would be in it), so this
+    changes nothing there; it costs the cosine of at most ``depth`` keyword hits.
+    """
+    return f"""
+kw_missed AS (
+    SELECT k.id, {_sim_expr(dimension)} AS sim
+    FROM kw k JOIN knowledge_chunk c ON c.id = k.id
+    WHERE NOT EXISTS (SELECT 1 FROM sem WHERE sem.id = k.id)
+),
+sem_checked AS (
+    SELECT id, sim FROM (
+        SELECT id, sim FROM sem
+        UNION ALL
+        SELECT id, sim FROM kw_missed WHERE sim > (SELECT min(sim) FROM sem)
+    ) checked
+    ORDER BY sim DESC, id
+    LIMIT %({depth_param})s
+)"""
+
+
 def semantic_search_sql(where: str, dimension: int | None, *, exact: bool = False) -> str:
-    return f"""WITH {semantic_leg_sql(where, 'limit', dimension, exact=exact)}
+    """Semantic search; on the ANN path the keyword leg's hits are its safety net (``_ann_checked``)."""
+    if dimension is not None and not exact:
+        prelude = (f"{KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth')}, {semantic_leg_sql(where, 'limit', dimension)},"
+                   f"{_ann_checked(dimension, 'limit')}")
+        listed = "sem_checked"
+    else:
+        prelude, listed = semantic_leg_sql(where, "limit", dimension, exact=exact), "sem"
+    return f"""WITH {prelude}
 SELECT {CHUNK_COLUMNS}, sem.sim AS score, NULL::float8 AS keyword_score, sem.sim, NULL::float8 AS rrf, NULL::int AS rrf_rank,
-       count(*) OVER () AS sem_count
-FROM sem JOIN knowledge_chunk c ON c.id = sem.id JOIN knowledge_document d ON d.id = c.document_id
+       (SELECT count(*) FROM sem) AS sem_count
+FROM {listed} sem JOIN knowledge_chunk c ON c.id = sem.id JOIN knowledge_document d ON d.id = c.document_id
 WHERE %(min_score)s::float8 IS NULL OR sem.sim >= %(min_score)s
 ORDER BY sem.sim DESC, c.id"""
 
@@ -325,9 +358,16 @@ def hybrid_search_sql(
     def norm(column: str) -> str:
         return (f"coalesce(({column} - min({column}) OVER ()) / nullif(max({column}) OVER () - min({column}) OVER (), 0), 1.0)")
 
-    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth', exact=exact_keyword)}, {semantic_leg_sql(where, 'depth', dimension, exact=exact_semantic)},
+    # On the ANN path the keyword leg's hits are the semantic list's safety net (see _ann_checked).
+    checked = dimension is not None and not exact_semantic
+    rescue = f"{_ann_checked(dimension, 'depth')}," if checked and dimension is not None else ""
+    semantic_list = "sem_checked" if checked else "sem"
+    # Every hit carries its cosine: a keyword-only hit's was computed by kw_missed already on that path.
+    keyword_only_sim = "coalesce(r.sim, km.sim)" if checked else f"coalesce(r.sim, {_sim_expr(dimension)})"
+    missed_join = " LEFT JOIN kw_missed km ON km.id = r.id" if checked else ""
+    return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth', exact=exact_keyword)}, {semantic_leg_sql(where, 'depth', dimension, exact=exact_semantic)},{rescue}
 kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r, {norm("score")} AS norm FROM kw),
-sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r, {norm("sim")} AS norm FROM sem),
+sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r, {norm("sim")} AS norm FROM {semantic_list}),
 fused AS (
     SELECT coalesce(k.id, s.id) AS id, k.score AS keyword_score, s.sim,
            coalesce(1.0 / (%(rrf_k)s + k.r), 0) + coalesce(1.0 / (%(rrf_k)s + s.r), 0) AS rrf,
@@ -340,10 +380,10 @@ ranked AS (
     FROM fused
 )
 SELECT * FROM (
-    SELECT {CHUNK_COLUMNS}, r.keyword_score, coalesce(r.sim, {_sim_expr(dimension)}) AS sim, r.rrf,
+    SELECT {CHUNK_COLUMNS}, r.keyword_score, {keyword_only_sim} AS sim, r.rrf,
            r.rrf_rank::int AS rrf_rank, r.kw_norm, r.sem_norm, r.fused,
            (SELECT count(*) FROM sem) AS sem_count, (SELECT count(*) FROM kw) AS kw_count
-    FROM ranked r JOIN knowledge_chunk c ON c.id = r.id JOIN knowledge_document d ON d.id = c.document_id
+    FROM ranked r JOIN knowledge_chunk c ON c.id = r.id JOIN knowledge_document d ON d.id = c.document_id{missed_join}
 ) h
 WHERE {score} IS NOT NULL AND (%(min_score)s::float8 IS NULL OR {score} >= %(min_score)s)
 ORDER BY {order}
