@@ -588,9 +588,9 @@ class Relation(models.Model):
     class Meta:
         indexes = [
             # Triplet search, neighbours and the graph leg: the relations of an entity, from either end,
-            # strongest first (the leg reads an entity's top few without sorting all of them).
-            models.Index(fields=["tenant", "subject", "-weight"], name="relation_subject_weight"),
-            models.Index(fields=["tenant", "object", "-weight"], name="relation_object_weight"),
+            # strongest first, ties by the other end (the leg reads an entity's top few, the same ones every time).
+            models.Index(fields=["tenant", "subject", "-weight", "object"], name="relation_subject_weight"),
+            models.Index(fields=["tenant", "object", "-weight", "subject"], name="relation_object_weight"),
         ]
 
 

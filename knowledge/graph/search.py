@@ -243,10 +243,10 @@ ent1 AS MATERIALIZED (
         JOIN knowledge_entity ne ON ne.id = n.id CROSS JOIN corpus
         CROSS JOIN LATERAL (
             (SELECT r.object_id AS other, r.weight FROM knowledge_relation r
-             WHERE r.tenant_id = %(tenant)s AND r.subject_id = n.id ORDER BY r.weight DESC LIMIT %(per_entity)s)
+             WHERE r.tenant_id = %(tenant)s AND r.subject_id = n.id ORDER BY r.weight DESC, r.object_id LIMIT %(per_entity)s)
             UNION ALL
             (SELECT r.subject_id, r.weight FROM knowledge_relation r
-             WHERE r.tenant_id = %(tenant)s AND r.object_id = n.id ORDER BY r.weight DESC LIMIT %(per_entity)s)
+             WHERE r.tenant_id = %(tenant)s AND r.object_id = n.id ORDER BY r.weight DESC, r.subject_id LIMIT %(per_entity)s)
         ) rel
         WHERE ne.chunk_count <= greatest(%(max_share)s * corpus.n, %(min_pruned)s)  -- a pruned name leads nowhere
     ) a

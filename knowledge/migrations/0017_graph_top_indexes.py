@@ -1,7 +1,7 @@
 """The graph's per-entity indexes read an entity's strongest links in order instead of sorting all of them.
 
 The expansion asks for an entity's top mentions (``ORDER BY weight DESC, chunk_id LIMIT n``) and a
-named entity's top relations (``ORDER BY weight DESC LIMIT n``). The old indexes ordered mentions by
+named entity's top relations (``ORDER BY weight DESC, <other end> LIMIT n``). The old indexes ordered mentions by
 weight only and relations not at all, so every tie (a name's mentions all weigh alike) was read and
 sorted: at 100,000 chunks, a third of the graph leg's time. Built concurrently: ingestion and
 indexing go on meanwhile; the new index exists before the old one goes.
@@ -27,11 +27,11 @@ class Migration(migrations.Migration):
         ),
         AddIndexConcurrently(
             model_name='relation',
-            index=models.Index(fields=['tenant', 'subject', '-weight'], name='relation_subject_weight'),
+            index=models.Index(fields=['tenant', 'subject', '-weight', 'object'], name='relation_subject_weight'),
         ),
         AddIndexConcurrently(
             model_name='relation',
-            index=models.Index(fields=['tenant', 'object', '-weight'], name='relation_object_weight'),
+            index=models.Index(fields=['tenant', 'object', '-weight', 'subject'], name='relation_object_weight'),
         ),
         RemoveIndexConcurrently(model_name='mention', name='mention_entity_weight'),
         RemoveIndexConcurrently(model_name='relation', name='relation_subject'),
