@@ -961,6 +961,8 @@ class PostgresBackend:
             # page can only be short when fewer chunks match at all.
             "per_term": max(self.postings_per_term, query.limit, self.hybrid_depth if query.mode is SearchMode.HYBRID else 0),
         }
+        if query.mode is SearchMode.SEMANTIC:
+            params["per_term"] = max(min(self.postings_per_term, q.NET_POSTINGS_PER_TERM), query.limit)
         if query.vector is not None:
             params.update(vec=list(query.vector), dim=len(query.vector), vec_text="[" + ",".join(map(repr, query.vector)) + "]")
         # Named and positional parameters cannot mix: inline the filter values as named ones.
