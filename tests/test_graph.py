@@ -301,6 +301,40 @@ def test_entities_mentions_relations_and_graph_reads_stay_in_their_tenant() -> N
     assert [p[0] for p in picture.passages] == ["snow:0"]  # acme's hello:0 does not exist for globex
 
 
+@pytest.mark.django_db
+def test_a_hub_entitys_strongest_relations_are_read_whatever_order_the_rows_were_written_in() -> None:
+    """Triplet search and neighbours read a bounded number of an entity's relations from each end
+    (200 and 2,000): the strongest, not whichever rows the server happens to scan first."""
+    acme = make_tenant("acme")
+    yukon = RAGDocument("yukon", "Hank Snow toured the Yukon Territory with his band.", title="Tours")
+    run(service().ingest, [doc("hello"), doc("snow"), yukon])
+    hank = Entity.objects.get(tenant=acme, normalized="hank snow")
+    stated = [*Relation.objects.filter(tenant=acme, subject=hank), *Relation.objects.filter(tenant=acme, object=hank)]
+    assert any("Yukon Territory" in (r.subject.name, r.object.name) for r in stated)
+    snow = Chunk.objects.get(tenant=acme, chunk_id="snow:0")
+    # 2,100 faint relations at each end, written before the stated ones, and no index in weight
+    # order: a scan of the table meets the faint ones first.
+    fillers = Entity.objects.bulk_create(
+        [Entity(tenant=acme, normalized=f"filler {n}", name=f"Filler {n}", type="name", chunk_count=1) for n in range(2100)])
+    Relation.objects.filter(tenant=acme, subject=hank).delete()
+    Relation.objects.filter(tenant=acme, object=hank).delete()
+    faint = {"tenant": acme, "chunk": snow, "document_id": snow.document_id, "predicate": "related_to", "extractor": "sentence", "weight": 0.001}
+    Relation.objects.bulk_create([Relation(subject=hank, object=e, **faint) for e in fillers] +
+                                 [Relation(subject=e, object=hank, **faint) for e in fillers])
+    Relation.objects.bulk_create([Relation(tenant=acme, chunk_id=r.chunk_id, subject_id=r.subject_id, predicate=r.predicate,
+                                           object_id=r.object_id, document_id=r.document_id, extractor=r.extractor, weight=r.weight)
+                                  for r in stated])
+    with connection.cursor() as cursor:
+        cursor.execute("DROP INDEX relation_subject_weight, relation_object_weight")  # rolled back with the test
+
+    # One seed (hello:0, not the tour): the Yukon Territory is reached only through Hank Snow's relations.
+    triplets = run(service(graph={"seeds": 1}).graph_triplets, "Hello Love by Hank Snow on RCA Victor", limit=30)
+    assert "Yukon Territory" in {n for t in triplets for n in (t.subject.name, t.object.name)}
+    around = run(service().graph_neighbors, "Hank Snow", limit=30)
+    assert "Yukon Territory" in {n.entity.name for n in around.neighbors}
+    assert not any(n.entity.name.startswith("Filler") for n in around.neighbors[:3])
+
+
 # --- the graph leg -------------------------------------------------------------------------------
 
 

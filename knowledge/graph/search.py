@@ -367,6 +367,8 @@ def graph_triplets(
 
     A relation scores the activation of its ends (both ends relevant counts most), times its
     weight; stated relations (a pattern or a model's) count double a sentence's co-occurrence.
+    Each relevant entity contributes its 200 strongest relations from each end (ties by the other
+    end, the order of its indexes): a hub's relations are cut by weight, never by where rows lie.
     """
     named = named_entities(cursor, tenant_id, text)
     top = list(seeds)[: params.seeds]
@@ -404,9 +406,11 @@ def graph_triplets(
                    * (CASE WHEN a.id IS NOT NULL AND b.id IS NOT NULL THEN 2 ELSE 1 END) AS score
             FROM ents x
             CROSS JOIN LATERAL (
-                (SELECT * FROM knowledge_relation r WHERE r.tenant_id = %(tenant)s AND r.subject_id = x.id LIMIT 200)
+                (SELECT * FROM knowledge_relation r WHERE r.tenant_id = %(tenant)s AND r.subject_id = x.id
+                 ORDER BY r.weight DESC, r.object_id LIMIT 200)
                 UNION ALL
-                (SELECT * FROM knowledge_relation r WHERE r.tenant_id = %(tenant)s AND r.object_id = x.id LIMIT 200)
+                (SELECT * FROM knowledge_relation r WHERE r.tenant_id = %(tenant)s AND r.object_id = x.id
+                 ORDER BY r.weight DESC, r.subject_id LIMIT 200)
             ) r
             LEFT JOIN ents a ON a.id = r.subject_id
             LEFT JOIN ents b ON b.id = r.object_id
@@ -446,7 +450,8 @@ def entity_lookup(cursor: Any, tenant_id: int, name: str) -> tuple[int, str, str
 
 
 def graph_neighbors(cursor: Any, *, tenant_id: int, name: str, limit: int, where: str = "", where_params: dict[str, Any] | None = None) -> Neighborhood:
-    """An entity's neighbours through the relations its chunks state, strongest first, each with the linking chunks."""
+    """An entity's neighbours through the relations its chunks state, strongest first, each with the linking chunks
+    (from its 2,000 strongest relations at each end)."""
     found = entity_lookup(cursor, tenant_id, name)
     if found is None:
         return Neighborhood(None)
@@ -465,10 +470,10 @@ def graph_neighbors(cursor: Any, *, tenant_id: int, name: str, limit: int, where
         f"""
         WITH rel AS (
             (SELECT r.object_id AS other, r.predicate, r.chunk_id, r.weight FROM knowledge_relation r
-             WHERE r.tenant_id = %(tenant)s AND r.subject_id = %(entity)s LIMIT 2000)
+             WHERE r.tenant_id = %(tenant)s AND r.subject_id = %(entity)s ORDER BY r.weight DESC, r.object_id LIMIT 2000)
             UNION ALL
             (SELECT r.subject_id, r.predicate, r.chunk_id, r.weight FROM knowledge_relation r
-             WHERE r.tenant_id = %(tenant)s AND r.object_id = %(entity)s LIMIT 2000)
+             WHERE r.tenant_id = %(tenant)s AND r.object_id = %(entity)s ORDER BY r.weight DESC, r.subject_id LIMIT 2000)
         )
         SELECT e.name, e.type, array_agg(DISTINCT rel.predicate), (array_agg(c.chunk_id ORDER BY rel.weight DESC, c.chunk_id))[1:3],
                sum(rel.weight) AS weight
