@@ -158,6 +158,38 @@ def test_with_the_passages_similarities_nothing_is_embedded_and_the_passage_floo
     assert below.startswith(CANNOT_ANSWER)
 
 
+def test_a_sentence_drowned_in_a_long_unrelated_passage_is_still_quoted() -> None:
+    """Retrieval ranks a ledger chunk first for its one memo line (keyword and semantic alike), but the
+    chunk's vector is mostly ledger, so its similarity is under the passage floor. The offline model
+    then embeds the best sentences and judges them by their own: it quotes the memo, and still
+    declines a question nothing answers."""
+    from asgiref.sync import async_to_sync
+
+    from chat.llm.offline import extractive_answer_async
+    from chat.llm.selection import passage_similarities
+    from chat.prompting import build_messages
+    from knowledge import rag
+
+    def hit(number: int, text: str) -> rag.RAGHit:
+        return rag.RAGHit(rag.RAGChunk(f"doc{number}:0", f"doc{number}", "acme", text), 1.0 / number)
+
+    ledger = "\n".join(f"Ledger entry {n}: granite wharf crane tonnage berth quay tide cargo ballast." for n in range(12))
+    memo = "MEMO: the night ferry to Gull Island was cancelled because its engine failed a safety inspection."
+    hits = [hit(1, f"{ledger}\n{memo}\n{ledger}"), hit(2, "The harbour office opens at eight on weekdays.")]
+
+    def ask(question: str) -> str:
+        messages = build_messages(template="default", hits=hits, memory=[], prompt=question)
+        with passage_similarities({1: 0.2, 2: 0.1}):  # both under the passage floor (0.35)
+            return async_to_sync(extractive_answer_async)(messages)
+
+    answer = ask("Why was the night ferry to Gull Island cancelled?")
+    assert "engine failed a safety inspection" in answer and "[1]" in answer and "Ledger entry" not in answer
+    assert ask("Who painted the Mona Lisa?").startswith(CANNOT_ANSWER)
+    # Without an embedder to ask, the passages' similarities decide alone, as before.
+    question = "Why was the night ferry to Gull Island cancelled?"
+    assert answer_from(question, [Passage(1, f"{ledger}\n{memo}", "")], similarity={1: 0.2}).startswith(CANNOT_ANSWER)
+
+
 def test_the_pipelines_similarities_reach_the_offline_model_through_the_context_only() -> None:
     from chat.llm.selection import current_similarities, passage_similarities
 

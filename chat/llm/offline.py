@@ -202,9 +202,7 @@ async def _embed(texts: list[str]) -> list[list[float]] | None:
 def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
     """The offline model's whole answer to ``messages``: from tool results when there are any, else the system passages."""
     question, passages, similarity = _question_and_passages(messages)
-    if similarity is not None:
-        return answer_from(question, passages, similarity=similarity, tuning=tuning)
-    return answer_from(question, passages, vectors=_sync_vectors, tuning=tuning)
+    return answer_from(question, passages, vectors=_sync_vectors, similarity=similarity, tuning=tuning)
 
 
 async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
@@ -212,11 +210,14 @@ async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = D
     similarities known, nothing is embedded: the answer costs a few milliseconds of BM25."""
     question, passages, similarity = _question_and_passages(messages)
     if similarity is not None:
-        return answer_from(question, passages, similarity=similarity, tuning=tuning)
+        answer = answer_from(question, passages, similarity=similarity, tuning=tuning)
+        if not answer.startswith(CANNOT_ANSWER):
+            return answer
+        # No unit passed on its passage's similarity: embed the best units and judge them by their own.
     texts = embedding_texts(question, [(p.number, p.text) for p in passages], titles={p.number: p.title for p in passages},
                             tuning=tuning)
     vectors = await _embed(texts)
-    return answer_from(question, passages, vectors=lambda _texts: vectors, tuning=tuning)
+    return answer_from(question, passages, vectors=lambda _texts: vectors, similarity=similarity, tuning=tuning)
 
 
 def answer_from(
@@ -228,12 +229,33 @@ def answer_from(
     tuning: Tuning = DEFAULT_TUNING,
 ) -> str:
     """Quote the units of ``passages`` that answer ``question`` with their passage numbers (``selection.select``);
-    when none does, say so and name the closest documents."""
+    when none does, say so and name the closest documents.
+
+    With ``similarity`` (each passage's cosine to the question, from retrieval) the passages'
+    similarities stand for their units' and nothing is embedded. Only when no unit passes that way
+    and ``vectors`` can embed are the best units embedded and judged by their own similarity: a long
+    passage whose one relevant sentence sits among unrelated ones (a memo in a ledger) has a low
+    similarity as a whole, and would otherwise never be quoted however well its sentence matches.
+    """
     items = [p if isinstance(p, Passage) else Passage(p[0], p[1], "") for p in passages]
     if not question.strip() or not items:
         return NOT_FOUND
     titles = {p.number: p.title for p in items if p.title}
-    chosen = select(question, [(p.number, p.text) for p in items], titles=titles, vectors=vectors, similarity=similarity, tuning=tuning)
+    numbered = [(p.number, p.text) for p in items]
+    chosen = select(question, numbered, titles=titles, vectors=None if similarity is not None else vectors,
+                    similarity=similarity, tuning=tuning)
+    if not chosen.units and similarity is not None and vectors is not None:
+        embedded: list[bool] = []
+
+        def recorded(texts: list[str]) -> list[list[float]] | None:
+            found = vectors(texts)
+            embedded.append(found is not None)
+            return found
+
+        # Without vectors select would fall back to BM25 alone, a weaker floor than the one just failed.
+        again = select(question, numbered, titles=titles, vectors=recorded, tuning=tuning)
+        if any(embedded):
+            chosen = again
     if not chosen.units:
         names = list(dict.fromkeys(titles[n] for n in chosen.closest if n in titles))[:3]
         if not names:
