@@ -24,6 +24,7 @@ in the tool results, citing their source numbers.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import json
 import logging
@@ -233,9 +234,11 @@ def answer_from(
 
     With ``similarity`` (each passage's cosine to the question, from retrieval) the passages'
     similarities stand for their units' and nothing is embedded. Only when no unit passes that way
-    and ``vectors`` can embed are the best units embedded and judged by their own similarity: a long
-    passage whose one relevant sentence sits among unrelated ones (a memo in a ledger) has a low
-    similarity as a whole, and would otherwise never be quoted however well its sentence matches.
+    and ``vectors`` can embed are the best units embedded and judged by their own similarity
+    (``Tuning.recheck_floor``): a long passage whose one relevant sentence sits among unrelated ones
+    (a memo in a ledger) has a low similarity as a whole, and would otherwise never be quoted however
+    well its sentence matches. That recheck costs an embedding of the question and a few units, paid
+    only by answers that would otherwise decline.
     """
     items = [p if isinstance(p, Passage) else Passage(p[0], p[1], "") for p in passages]
     if not question.strip() or not items:
@@ -253,7 +256,8 @@ def answer_from(
             return found
 
         # Without vectors select would fall back to BM25 alone, a weaker floor than the one just failed.
-        again = select(question, numbered, titles=titles, vectors=recorded, tuning=tuning)
+        recheck = dataclasses.replace(tuning, floor=tuning.recheck_floor)
+        again = select(question, numbered, titles=titles, vectors=recorded, tuning=recheck)
         if any(embedded):
             chosen = again
     if not chosen.units:
