@@ -49,7 +49,7 @@ from chat.selectors import chat_memory, session_head
 from chat.services import chat_exchange_record
 from config.db import db_step
 from knowledge import rag
-from knowledge.rag.fusion import rrf
+from knowledge.rag.fusion import GRAPH_PAGE_EXTRA, rrf, with_graph_placed
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ async def retrieve(
     known, diagnostic = await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
     by_key = {f"k{h.chunk.chunk_id}": h for h in known} | {f"f{h.chunk.chunk_id}": h for h in attached}
     fused = rrf([[f"k{h.chunk.chunk_id}" for h in known], [f"f{h.chunk.chunk_id}" for h in attached]])
-    return [dataclasses.replace(by_key[key], score=score) for key, score, _ in fused[:limit]], diagnostic
+    return with_graph_placed([dataclasses.replace(by_key[key], score=score) for key, score, _ in fused], limit), diagnostic
 
 
 async def _retrieve_files(*, store: str, prompt: str, identifier: str | None) -> list[rag.RAGHit]:
@@ -183,8 +183,12 @@ async def _retrieve_tenant(
     try:
         try:
             if graph and mode is rag.SearchMode.HYBRID and service.has_graph:
-                result = await service.graph_search(prompt, limit=limit, fusion=fusion, fusion_weight=fusion_weight)
-                hits = result.hits
+                # The graph places its passages below hybrid search's first hits (after the 6th by default,
+                # deeper than the 5 an answer reads): a page deep enough to hold them, then hybrid's first
+                # ``limit`` and every passage the graph placed, so they reach the answer.
+                result = await service.graph_search(prompt, limit=min(100, limit + GRAPH_PAGE_EXTRA), fusion=fusion,
+                                                    fusion_weight=fusion_weight)
+                hits = with_graph_placed(result.hits, limit)
             else:
                 fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}
                 hits = await service.search(prompt, mode=mode, limit=limit, **fused)

@@ -306,6 +306,29 @@ def test_graph_tools_return_triplets_and_neighbours_citable_by_their_passages(mo
     assert cited == [numbers[1], numbers[2]] and set(cited) <= set(numbers.values())
 
 
+def test_hybrid_search_with_the_graph_keeps_its_limit_of_hybrid_hits_and_adds_what_the_graph_placed(
+    model_world: World, fake: FakeOpenAI, settings: Any
+) -> None:
+    from tests.conftest import backend_setting
+    from tests.test_chat_api import MULTI_HOP, index_multi_hop
+    from tests.test_graph import LOOSE
+
+    index_multi_hop(model_world)
+    # As by default, the graph neither takes hybrid's first hits nor places its own among them (here: 2, 6).
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph={**LOOSE, "protect": 2, "insert_after": 6})
+    session_id = new_session(model_world, model_world.teammate)
+    fake.chat_script = [tool_calls(search("hybrid_search", MULTI_HOP, limit=2)), "Nashville [1]."]
+    ask(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP)
+    plain = tool_results(sent(fake)[1])[0]["results"]
+    fake.chat_script = [tool_calls(search("hybrid_search", MULTI_HOP, limit=2)), "Nashville [1]."]
+    ask(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=True)
+    found = tool_results(sent(fake)[3])[0]
+    assert len(plain) == 2 and [r["chunk_id"] for r in found["results"][:2]] == [r["chunk_id"] for r in plain]
+    placed = found["found_through_graph"]
+    assert placed and all(v["via"] for v in placed)  # through which entities each came
+    assert [r["source"] for r in found["results"][2:]] == [v["source"] for v in placed]
+
+
 def test_timeout_stops_the_run_resumably(model_world: World, fake: FakeOpenAI, settings: Any) -> None:
     settings.QUARRY_AGENT_TIMEOUT_SECONDS = 1
     fake.chat_script = [tool_calls(search("keyword_search", "upload")), Scripted(text="Too late [1].", delay=2.5)]

@@ -175,6 +175,43 @@ def test_graph_search_true_adds_the_graph_leg_and_its_paths_false_removes_it(
     assert body["graph_search"]["used"] is True
 
 
+def test_the_graphs_passages_reach_the_answer_when_it_places_them_below_the_answers_top_k(
+    model_world: World, fake: FakeOpenAI, settings: Any
+) -> None:
+    """The graph places its passages after hybrid search's 6th hit (its default), deeper than the
+    passages an answer reads: they join those passages rather than fall off the page."""
+    from tests.conftest import backend_setting
+    from tests.test_graph import LOOSE
+
+    index_multi_hop(model_world)
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph={**LOOSE, "protect": 2, "insert_after": 6})
+    settings.QUARRY_CHAT_RETRIEVAL_TOP_K = 2
+    settings.QUARRY_CHAT_RETRIEVAL_HOP_K = 0
+    session_id = new_session(model_world, model_world.teammate)
+    plain = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=False).json()
+    body = complete(model_world, model_world.teammate, session_id=session_id, prompt=MULTI_HOP, graph_search=True).json()
+    retrieved = body["citations"] + body["also_retrieved"]
+    placed = {c["chunk_id"]: c["graph_path"] for c in retrieved if "graph_path" in c}
+    assert placed.get("tn:0") == ["Hank Snow"]  # Tennessee, where the singer (Hank Snow) lived
+    assert not set(placed) & {c["chunk_id"] for c in plain["citations"] + plain["also_retrieved"]}
+    # Hybrid's own passages are those it gives without the graph.
+    assert sorted(c["chunk_id"] for c in retrieved if "graph_path" not in c) == sorted(
+        c["chunk_id"] for c in plain["citations"] + plain["also_retrieved"])
+    assert 'title="Tennessee" via="Hank Snow">' in fake.requests[-1].json["messages"][0]["content"]
+    assert f"; {len(placed)} of the passages used came through it." in body["graph_search"]["detail"]
+
+
+def test_an_answers_passages_with_the_graph_are_hybrids_first_and_every_one_the_graph_placed() -> None:
+    from knowledge.rag.fusion import with_graph_placed
+
+    def hit(name: str, path: tuple[str, ...] | None = None) -> rag.RAGHit:
+        return rag.RAGHit(rag.RAGChunk(f"{name}:0", name, "acme", name), 1.0, graph_path=path)
+
+    page = [hit("a"), hit("b"), hit("c"), hit("g1", ("X",)), hit("d"), hit("g2", ("Y",)), hit("e")]
+    assert [h.chunk.document_id for h in with_graph_placed(page, 2)] == ["a", "b", "g1", "g2"]
+    assert [h.chunk.document_id for h in with_graph_placed(page, 5)] == ["a", "b", "c", "g1", "d", "g2", "e"]
+
+
 def test_graph_search_in_a_tenant_without_entities_says_so(model_world: World, settings: Any) -> None:
     from knowledge.models import Entity
 

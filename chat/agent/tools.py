@@ -31,6 +31,7 @@ from accounts.models import Tenant
 from chat.agent.model import ToolCallRequest
 from chat.events import ERRORS, GRAPH_NO_ENTITY, GRAPH_NOT_KEPT
 from knowledge import rag
+from knowledge.rag.fusion import GRAPH_PAGE_EXTRA, with_graph_placed
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +78,15 @@ _SEARCH_DESCRIPTIONS = {
 }
 
 
-def _search_schema(name: str) -> dict[str, Any]:
+def _search_schema(name: str, *, graph_search: bool = False) -> dict[str, Any]:
+    description = _SEARCH_DESCRIPTIONS[name] + " Returns passages, best first, each with a source number to cite."
+    if graph_search and name == "hybrid_search":
+        description += " The knowledge graph adds up to a few passages beyond the limit, each saying through which entities."
     return {
         "type": "function",
         "function": {
             "name": name,
-            "description": _SEARCH_DESCRIPTIONS[name] + " Returns passages, best first, each with a source number to cite.",
+            "description": description,
             "parameters": {
                 "type": "object",
                 "properties": {
@@ -167,7 +171,7 @@ def _graph_schemas() -> list[dict[str, Any]]:
 
 def tool_specs(*, graph_search: bool) -> list[dict[str, Any]]:
     """The tool surface in OpenAI's ``tools`` format; graph tools only when ``graph_search``."""
-    specs = [_search_schema(name) for name in SEARCH_TOOLS] + [_fetch_schema()]
+    specs = [_search_schema(name, graph_search=graph_search) for name in SEARCH_TOOLS] + [_fetch_schema()]
     return specs + _graph_schemas() if graph_search else specs
 
 
@@ -426,9 +430,15 @@ class Toolbox:
             mode, extra["note"] = rag.SearchMode.KEYWORD, "no embedding model is configured: these are keyword results"
         try:
             try:
-                # With graph search, hybrid search has the graph leg too (a passage says through which entities).
+                # With graph search, hybrid search has the graph leg too (a passage says through which entities);
+                # the passages it places below hybrid's first hits are kept beyond ``limit`` (with_graph_placed).
                 graph = self.graph_search and mode is rag.SearchMode.HYBRID and self.service.has_graph
-                hits = await self.service.search(query, mode=mode, limit=limit, filters=filters, graph=graph)
+                if graph:
+                    page = await self.service.search(query, mode=mode, limit=min(100, limit + GRAPH_PAGE_EXTRA),
+                                                     filters=filters, graph=True)
+                    hits = tuple(with_graph_placed(page, limit))
+                else:
+                    hits = await self.service.search(query, mode=mode, limit=limit, filters=filters)
             except rag.EmbedderError as exc:
                 logger.warning("agent search: the embedder failed (%s)", type(exc).__name__)
                 if mode is rag.SearchMode.SEMANTIC:

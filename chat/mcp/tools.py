@@ -47,7 +47,7 @@ MAX_OFFSET = 1_000_000_000
 MAX_METADATA_FIELDS = 64
 
 _SEARCH_TEXT = {
-    "hybrid_search": "Search the knowledge base by meaning and by words together (Reciprocal Rank Fusion; the best default).",
+    "hybrid_search": "Search the knowledge base by meaning and by words together (the best default).",
     "keyword_search": "Search the knowledge base for words (BM25): best for exact names, codes, numbers or phrases.",
     "vector_search": "Search the knowledge base by meaning (embedding cosine similarity): best for paraphrases.",
 }
@@ -101,6 +101,8 @@ def tool_list(*, graph: bool) -> list[ToolSpec]:
             continue
         agent = _agent_schema(agent_name, graph=True)
         description = _SEARCH_TEXT[name] + _RESULT_TEXT if name in _SEARCH_TEXT else agent["description"]
+        if name == "hybrid_search" and graph:
+            description += " The knowledge graph adds up to a few passages beyond the limit, each with its graph_path."
         specs.append(ToolSpec(name, description, agent["parameters"]))
     specs.append(ToolSpec(
         LIST_DOCUMENTS,

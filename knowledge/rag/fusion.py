@@ -4,6 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from knowledge.rag.types import RAGHit
+
+# How many hits past the passages an answer reads (the chat's QUARRY_CHAT_RETRIEVAL_TOP_K, an agent
+# tool's limit) a graph search asks for, so that the passages the graph places (GraphParams.admit,
+# 3, after hybrid's insert_after-th hit, the 6th) are on the page.
+GRAPH_PAGE_EXTRA = 10
+
+Hit = TypeVar("Hit", bound="RAGHit")
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, float, int]]:
@@ -54,3 +65,21 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     if na == 0 or nb == 0:
         return 0.0
     return dot / (na * nb)
+
+
+def with_graph_placed(page: Sequence[Hit], limit: int) -> list[Hit]:
+    """The passages an answer reads from a graph search's ``page``: the first ``limit`` hits the graph
+    did not place (hybrid search's own, as without the graph) and every hit it placed, in page order.
+
+    The graph places its few passages below hybrid's first hits, where nDCG@10 says they help; an
+    answer reads fewer than 10, and would otherwise never see them.
+    """
+    kept: list[Hit] = []
+    plain = 0
+    for hit in page:
+        if hit.graph_path:
+            kept.append(hit)
+        elif plain < limit:
+            kept.append(hit)
+            plain += 1
+    return kept
