@@ -949,6 +949,14 @@ class PostgresBackend:
             return None
         return len(query.vector)
 
+    def _postings_per_term(self, query: RAGQuery) -> int:
+        """Postings keyword search reads per query term. Never fewer than results wanted: then an
+        unfiltered page can only be short when fewer chunks match at all. Semantic search reads the
+        keyword leg only as its safety net (its best page, not its exact order), so fewer."""
+        if query.mode is SearchMode.SEMANTIC:
+            return max(min(self.postings_per_term, q.NET_POSTINGS_PER_TERM), query.limit)
+        return max(self.postings_per_term, query.limit, self.hybrid_depth if query.mode is SearchMode.HYBRID else 0)
+
     def _run_search(self, query: RAGQuery, tenant_id: int, *, exact_keyword: bool = False, exact_semantic: bool = False) -> list[dict[str, Any]]:
         parsed = q.parse_query(query.text)
         dimension = self._dimension(query)
@@ -957,12 +965,8 @@ class PostgresBackend:
             "min_score": query.min_score, "rrf_k": query.rrf_k, "model": query.embedding_model or "",
             "fusion_weight": query.fusion_weight,
             "kw_text": parsed.positive, "bm25_k1": self.k1, "bm25_b": self.b,
-            # Never fewer postings per term than results wanted: then an unfiltered
-            # page can only be short when fewer chunks match at all.
-            "per_term": max(self.postings_per_term, query.limit, self.hybrid_depth if query.mode is SearchMode.HYBRID else 0),
+            "per_term": self._postings_per_term(query),
         }
-        if query.mode is SearchMode.SEMANTIC:
-            params["per_term"] = max(min(self.postings_per_term, q.NET_POSTINGS_PER_TERM), query.limit)
         if query.vector is not None:
             params.update(vec=list(query.vector), dim=len(query.vector), vec_text="[" + ",".join(map(repr, query.vector)) + "]")
         # Named and positional parameters cannot mix: inline the filter values as named ones.
