@@ -49,7 +49,7 @@ from chat.selectors import chat_memory, session_head
 from chat.services import chat_exchange_record
 from config.db import db_step
 from knowledge import rag
-from knowledge.rag.fusion import GRAPH_PAGE_EXTRA, rrf, with_graph_placed
+from knowledge.rag.fusion import graph_page, rrf, with_graph_placed
 
 logger = logging.getLogger(__name__)
 
@@ -186,8 +186,7 @@ async def _retrieve_tenant(
                 # The graph places its passages below hybrid search's first hits (after the 6th by default,
                 # deeper than the 5 an answer reads): a page deep enough to hold them, then hybrid's first
                 # ``limit`` and every passage the graph placed, so they reach the answer.
-                result = await service.graph_search(prompt, limit=min(100, limit + GRAPH_PAGE_EXTRA), fusion=fusion,
-                                                    fusion_weight=fusion_weight)
+                result = await service.graph_search(prompt, limit=graph_page(limit), fusion=fusion, fusion_weight=fusion_weight)
                 hits = with_graph_placed(result.hits, limit)
             else:
                 fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}

@@ -31,7 +31,7 @@ from accounts.models import Tenant
 from chat.agent.model import ToolCallRequest
 from chat.events import ERRORS, GRAPH_NO_ENTITY, GRAPH_NOT_KEPT
 from knowledge import rag
-from knowledge.rag.fusion import GRAPH_PAGE_EXTRA, with_graph_placed
+from knowledge.rag.fusion import graph_page, with_graph_placed
 
 logger = logging.getLogger(__name__)
 
@@ -434,8 +434,7 @@ class Toolbox:
                 # the passages it places below hybrid's first hits are kept beyond ``limit`` (with_graph_placed).
                 graph = self.graph_search and mode is rag.SearchMode.HYBRID and self.service.has_graph
                 if graph:
-                    page = await self.service.search(query, mode=mode, limit=min(100, limit + GRAPH_PAGE_EXTRA),
-                                                     filters=filters, graph=True)
+                    page = await self.service.search(query, mode=mode, limit=graph_page(limit), filters=filters, graph=True)
                     hits = tuple(with_graph_placed(page, limit))
                 else:
                     hits = await self.service.search(query, mode=mode, limit=limit, filters=filters)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from knowledge.rag.limits import MAX_LIMIT
+
 if TYPE_CHECKING:
     from knowledge.rag.types import RAGHit
 
@@ -65,6 +67,11 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     if na == 0 or nb == 0:
         return 0.0
     return dot / (na * nb)
+
+
+def graph_page(limit: int) -> int:
+    """How many hits a graph search reads for an answer of ``limit`` passages (``with_graph_placed``)."""
+    return min(MAX_LIMIT, limit + GRAPH_PAGE_EXTRA)
 
 
 def with_graph_placed(page: Sequence[Hit], limit: int) -> list[Hit]:
