@@ -208,17 +208,18 @@ def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNIN
 
 async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
     """``extractive_answer`` with the embedder awaited (the streaming path). With the passages'
-    similarities known, nothing is embedded: the answer costs a few milliseconds of BM25."""
+    similarities known, nothing is embedded unless no unit passes on them (``answer_from``): the
+    answer costs a few milliseconds of BM25."""
     question, passages, similarity = _question_and_passages(messages)
-    if similarity is not None:
-        answer = answer_from(question, passages, similarity=similarity, tuning=tuning)
-        if not answer.startswith(CANNOT_ANSWER):
-            return answer
-        # No unit passed on its passage's similarity: embed the best units and judge them by their own.
-    texts = embedding_texts(question, [(p.number, p.text) for p in passages], titles={p.number: p.title for p in passages},
-                            tuning=tuning)
-    vectors = await _embed(texts)
-    return answer_from(question, passages, vectors=lambda _texts: vectors, similarity=similarity, tuning=tuning)
+    numbered, titles = _numbered(passages)
+    if similarity is not None and question.strip() and numbered:
+        chosen = select(question, numbered, titles=titles, similarity=similarity, tuning=tuning)
+        if not chosen.units:
+            vectors = await _embed(embedding_texts(question, numbered, titles=titles, tuning=tuning))
+            chosen = _recheck(question, numbered, titles, lambda _texts: vectors, tuning) or chosen
+        return _reply(chosen, titles)
+    vectors = await _embed(embedding_texts(question, numbered, titles=titles, tuning=tuning))
+    return answer_from(question, passages, vectors=lambda _texts: vectors, tuning=tuning)
 
 
 def answer_from(
@@ -240,26 +241,39 @@ def answer_from(
     well its sentence matches. That recheck costs an embedding of the question and a few units, paid
     only by answers that would otherwise decline.
     """
-    items = [p if isinstance(p, Passage) else Passage(p[0], p[1], "") for p in passages]
-    if not question.strip() or not items:
+    numbered, titles = _numbered(passages)
+    if not question.strip() or not numbered:
         return NOT_FOUND
-    titles = {p.number: p.title for p in items if p.title}
-    numbered = [(p.number, p.text) for p in items]
     chosen = select(question, numbered, titles=titles, vectors=None if similarity is not None else vectors,
                     similarity=similarity, tuning=tuning)
     if not chosen.units and similarity is not None and vectors is not None:
-        embedded: list[bool] = []
+        chosen = _recheck(question, numbered, titles, vectors, tuning) or chosen
+    return _reply(chosen, titles)
 
-        def recorded(texts: list[str]) -> list[list[float]] | None:
-            found = vectors(texts)
-            embedded.append(found is not None)
-            return found
 
-        # Without vectors select would fall back to BM25 alone, a weaker floor than the one just failed.
-        recheck = dataclasses.replace(tuning, floor=tuning.recheck_floor)
-        again = select(question, numbered, titles=titles, vectors=recorded, tuning=recheck)
-        if any(embedded):
-            chosen = again
+def _numbered(passages: Sequence[Passage] | Sequence[tuple[int, str]]) -> tuple[list[tuple[int, str]], dict[int, str]]:
+    """Each passage as ``(number, text)``, and the titles by number (a bare ``(number, text)`` has none)."""
+    numbered = [(p.number, p.text) if isinstance(p, Passage) else (p[0], p[1]) for p in passages]
+    return numbered, {p.number: p.title for p in passages if isinstance(p, Passage) and p.title}
+
+
+def _recheck(question: str, numbered: list[tuple[int, str]], titles: dict[int, str], vectors: Vectors,
+             tuning: Tuning) -> Selection | None:
+    """The units judged by their own similarity, at ``Tuning.recheck_floor``; None when ``vectors`` could
+    not embed (``select`` would then fall back to BM25 alone, a weaker floor than the one that just failed)."""
+    embedded: list[bool] = []
+
+    def recorded(texts: list[str]) -> list[list[float]] | None:
+        found = vectors(texts)
+        embedded.append(found is not None)
+        return found
+
+    again = select(question, numbered, titles=titles, vectors=recorded, tuning=dataclasses.replace(tuning, floor=tuning.recheck_floor))
+    return again if any(embedded) else None
+
+
+def _reply(chosen: Selection, titles: dict[int, str]) -> str:
+    """``chosen`` rendered; when it holds nothing, the sentence that says so, naming the closest documents."""
     if not chosen.units:
         names = list(dict.fromkeys(titles[n] for n in chosen.closest if n in titles))[:3]
         if not names:
