@@ -284,8 +284,8 @@ else:
         },
     }
 # How hybrid search merges its keyword and semantic lists when a request names no fusion:
-# "rrf" (Reciprocal Rank Fusion, k 60) or "score" (each list's scores min-max normalised,
-# keyword + QUARRY_HYBRID_FUSION_WEIGHT x semantic). knowledge.rag.types.Fusion; README has the figures.
+# "rrf" (Reciprocal Rank Fusion, k 60) or "score" (each list's scores normalised,
+# keyword + QUARRY_HYBRID_FUSION_WEIGHT x semantic, each list's first hits kept near the top). knowledge.rag.types.Fusion; README has the figures.
 # "score" by default: it beat RRF at every weight tried on SciFact's train split and MuSiQue (README).
 QUARRY_HYBRID_FUSION = (env_str("QUARRY_HYBRID_FUSION") or "score").strip().lower()
 if QUARRY_HYBRID_FUSION not in ("rrf", "score"):

@@ -143,7 +143,8 @@ class FusionField(serializers.ChoiceField):
         super().__init__(
             choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
             help_text="Hybrid mode: how the keyword and semantic lists are merged. rrf: Reciprocal Rank Fusion (ranks). score: each "
-                      "list's scores min-max normalised, keyword + fusion_weight x semantic. Absent: the server's default.",
+                      "list's scores normalised (0..1), keyword + fusion_weight x semantic, each list's first hits kept within the "
+                      "first places. Absent: the server's default.",
             **kwargs,
         )
 
@@ -188,9 +189,11 @@ class SearchHitSerializer(ChunkSerializer):
     rrf_rank = serializers.IntegerField(allow_null=True, help_text="Hybrid mode: the hit's rank under RRF, whichever fusion ordered the page.")
     semantic_similarity = serializers.FloatField(allow_null=True)
     keyword_norm = serializers.FloatField(required=False, help_text="Hybrid mode with fusion score: the keyword leg's part, its BM25 "
-                                                                    "min-max normalised within the leg's list (0 when not in it).")
+                                                                    "as a share of the list's best (against its last when the list "
+                                                                    "was cut at the fusion depth; 0 when not in it).")
     semantic_norm = serializers.FloatField(required=False, help_text="Hybrid mode with fusion score: the semantic leg's part, its cosine "
-                                                                     "min-max normalised within the leg's list (0 when not in it).")
+                                                                     "min-max normalised within the leg's list over a range of at least "
+                                                                     "0.1 (0 when not in it).")
     graph_path = serializers.ListField(child=serializers.CharField(), required=False,
                                        help_text="With graph_search, for a hit the graph leg ranked: the entities that led to it.")
 

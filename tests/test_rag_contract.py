@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -256,6 +256,49 @@ def test_fetch_keeps_requested_order_and_omits_missing(make_service) -> None:
     run(service.ingest, DOCS)
     got = run(service.fetch, ["hallo:0", "nope:0", "guide:0", "hallo:0"])
     assert [c.chunk_id for c in got] == ["hallo:0", "guide:0"]
+
+
+HARBOUR_QUESTION = "Where is the harbour master's spare key for the pilot boat?"
+HARBOUR_MEMO = "Memo: the harbour master keeps the spare key for the pilot boat in the blue cabinet by the slipway."
+
+
+class PlateauEmbedder:
+    """A long repetitive log as an English embedder sees it: every log line at cosine 0.632-0.636 to
+    the question (a plateau), the memo that answers it at 0.5, below the whole semantic top 100."""
+
+    model_id = "test/plateau"
+    dimension = 3
+
+    @staticmethod
+    def _at(cosine: float, angle: float) -> list[float]:
+        rest = math.sqrt(1 - cosine * cosine)
+        return [cosine, rest * math.cos(angle), rest * math.sin(angle)]
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        out = []
+        for text in texts:
+            if text == HARBOUR_QUESTION:
+                out.append([1.0, 0.0, 0.0])
+            elif text.startswith("Memo"):
+                out.append(self._at(0.5, 0.0))
+            else:
+                n = int(text.split()[2].rstrip(":"))
+                out.append(self._at(0.632 + 0.004 * n / 149, n / 10))
+        return out
+
+
+def test_default_hybrid_keeps_the_only_real_keyword_match_first_under_a_semantic_plateau(make_service) -> None:
+    """Issue 30: min-max stretched the log's plateau to 0..1 and ranked the memo 8th or lower."""
+    service = make_service(embedder=PlateauEmbedder(), fusion="score", fusion_weight=1.5)
+    log = [RAGDocument(f"log-{n}", f"Harbour log {n}: vessel moored at berth {n % 7}, tide {n % 5} m, weather fair.")
+           for n in range(150)]
+    run(service.ingest, [*log, RAGDocument("memo", HARBOUR_MEMO)])
+    keyword = run(service.search, HARBOUR_QUESTION, mode="keyword", limit=3)
+    assert keyword[0].chunk.document_id == "memo" and keyword[0].score > 3 * keyword[1].score
+    hits = run(service.search, HARBOUR_QUESTION, mode="hybrid", limit=10)
+    assert hits[0].chunk.document_id == "memo", [h.chunk.document_id for h in hits]
+    # The plateau is not stretched into a ranking: no log line gets more than a sliver of the semantic leg.
+    assert max(h.semantic_norm for h in hits if h.chunk.document_id != "memo") < 0.05
 
 
 # --- bounds ----------------------------------------------------------------------------

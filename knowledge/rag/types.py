@@ -42,13 +42,15 @@ class SearchMode(str, Enum):
 
 
 class Fusion(str, Enum):
-    """How hybrid search merges its two ranked lists (each the leg's top ``HYBRID_DEPTH``).
+    """How hybrid search merges its two ranked lists (each the leg's top ``FUSION_DEPTH``).
 
     - ``rrf``: Reciprocal Rank Fusion, ``1/(rrf_k + keyword rank) + 1/(rrf_k + semantic rank)``
       (ranks only; the default).
     - ``score``: normalised score fusion, ``keyword_norm + fusion_weight * semantic_norm``, each
-      leg's scores min-max normalised within its own list (best 1, worst 0; a list whose scores are
-      all equal normalises to 1) and 0 for a chunk missing from that list.
+      leg's scores normalised by that leg's own evidence (best 1; the keyword list against 0 when it
+      holds every match, the semantic list over a range of at least ``SEMANTIC_SPREAD_FLOOR`` so a
+      plateau is not stretched into a ranking) and 0 for a chunk missing from that list; each leg's
+      first hits are kept within the first places (``knowledge.rag.fusion.score_fusion``).
     """
 
     RRF = "rrf"
@@ -313,7 +315,8 @@ class RAGHit:
     fusion ordered the page), ``semantic_similarity`` and ``keyword_score`` (None: not in the
     keyword leg's list). With score fusion they also carry its parts: ``keyword_norm`` and
     ``semantic_norm`` (0..1; 0 for a chunk missing from that leg's list), so that
-    ``score == keyword_norm + fusion_weight * semantic_norm``; both are None otherwise.
+    ``score == keyword_norm + fusion_weight * semantic_norm``, or more for a leg's first hit that
+    fusion kept within the first places (``fusion.score_fusion``); both are None otherwise.
     """
 
     chunk: RAGChunk

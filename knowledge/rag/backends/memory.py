@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.errors import CapacityError
-from knowledge.rag.fusion import cosine, rrf, score_fusion
+from knowledge.rag.fusion import FUSION_DEPTH, cosine, rrf, score_fusion
 from knowledge.rag.types import (
     FilterValue,
     Fusion,
@@ -159,7 +159,7 @@ class MemoryBackend:
 
     async def search(self, query: RAGQuery) -> list[RAGHit]:
         pool = [s for chunks in self._docs.get(query.namespace, {}).values() for s in chunks if _matches(s.chunk.metadata, query.filters)]
-        depth = max(query.limit, 100) if query.mode is SearchMode.HYBRID else query.limit
+        depth = max(query.limit, FUSION_DEPTH) if query.mode is SearchMode.HYBRID else query.limit
         keyword = self._bm25(pool, query.text, depth) if query.mode is not SearchMode.SEMANTIC else []
         semantic = self._cosine(pool, query, depth) if query.mode is not SearchMode.KEYWORD else []
         hits: list[RAGHit] = []
@@ -176,7 +176,7 @@ class MemoryBackend:
             order: list[tuple[str, float, float | None, float | None]] = [(chunk_id, score, None, None) for chunk_id, score, _ in fused]
             if query.fusion is Fusion.SCORE:
                 order = list(score_fusion([(s.chunk.chunk_id, v) for s, v in keyword], [(s.chunk.chunk_id, v) for s, v in semantic],
-                                          query.fusion_weight))
+                                          query.fusion_weight, depth=depth, rrf_k=query.rrf_k))
             for chunk_id, score, kw_norm, sem_norm in order:
                 s = by_id[chunk_id]
                 similarity = cosine(query.vector, s.vector) if _comparable(s, query) else None

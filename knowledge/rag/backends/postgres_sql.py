@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from knowledge.models import tenant_config_sql as tenant_config_sql
+from knowledge.rag.fusion import FUSION_DEPTH, LEG_PLACES, SEMANTIC_SPREAD_FLOOR
 from knowledge.rag.types import FilterValue
 
 # Okapi BM25 defaults, chosen with the title weight on two collections at once (bench/tune_bm25f.py over
@@ -29,7 +30,7 @@ WEIGHTED_TF = (
     f"(coalesce(array_length(u.positions, 1), 1) + {TITLE_WEIGHT - 1} * coalesce(cardinality(array_positions(u.weights, 'A')), 0))"
 )
 # Candidates each leg hands to the fusion (RRF or normalised score fusion) in hybrid mode.
-HYBRID_DEPTH = 100
+HYBRID_DEPTH = FUSION_DEPTH
 # Postings read per query term, best impact first (keyword search's fast path).
 POSTINGS_PER_TERM = 1000
 # Semantic search's safety net (``_ann_checked``) needs the keyword leg's best page, not its exact
@@ -345,21 +346,21 @@ def hybrid_search_sql(
     """Both legs and their fusion in one statement (one round trip).
 
     Every row carries its RRF score and rank (``rrf``, ``rrf_rank``) and the parts of the
-    normalised score fusion (``kw_norm``, ``sem_norm``: each leg's score min-max normalised
-    within that leg's list, 0 when the chunk is not in it; ``fused = kw_norm +
-    %(fusion_weight)s * sem_norm``). ``fusion`` ("rrf" or "score") says which one scores
-    and orders the page; ties fall back to the RRF rank. With ``rerank``, the fused
-    candidates are re-ordered by cosine similarity and scored by it (the seed's optional
-    second stage).
+    normalised score fusion (``kw_norm``, ``sem_norm``, 0 when the chunk is not in that leg's
+    list) and its score ``fused``, exactly as ``knowledge.rag.fusion.score_fusion`` computes
+    them: ``kw_norm + %(fusion_weight)s * sem_norm``, the keyword leg normalised against 0 when
+    its list is shorter than the depth, the semantic leg with a range of at least
+    ``SEMANTIC_SPREAD_FLOOR``, and each leg's first hits kept within the places of
+    ``LEG_PLACES`` (their ``fused`` raised to the score of the first hit they pass). ``fusion``
+    ("rrf" or "score") says which one scores and orders the page; ties fall back to the RRF
+    rank. With ``rerank``, the fused candidates are re-ordered by cosine similarity and scored by
+    it (the seed's optional second stage).
     """
     if fusion not in ("rrf", "score"):
         raise ValueError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
-    fused_order = "rrf_rank" if fusion == "rrf" else "fused DESC, rrf_rank"
+    fused_order = "rrf_rank" if fusion == "rrf" else "fused DESC, raised DESC, rrf_rank"
     score = "sim" if rerank else ("rrf" if fusion == "rrf" else "fused")
     order = f"sim DESC NULLS LAST, {fused_order}" if rerank else fused_order
-    # min-max within each list; a list whose scores are all equal (one row, say) normalises to 1.
-    def norm(column: str) -> str:
-        return (f"coalesce(({column} - min({column}) OVER ()) / nullif(max({column}) OVER () - min({column}) OVER (), 0), 1.0)")
 
     # On the ANN path the keyword leg's hits are the semantic list's safety net (see _ann_checked).
     checked = dimension is not None and not exact_semantic
@@ -369,28 +370,70 @@ def hybrid_search_sql(
     keyword_only_sim = "coalesce(r.sim, km.sim)" if checked else f"coalesce(r.sim, {_sim_expr(dimension)})"
     missed_join = " LEFT JOIN kw_missed km ON km.id = r.id" if checked else ""
     return f"""WITH {KEYWORD_PRELUDE}, {keyword_leg_sql(where, 'depth', exact=exact_keyword)}, {semantic_leg_sql(where, 'depth', dimension, exact=exact_semantic)},{rescue}
-kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r, {norm("score")} AS norm FROM kw),
-sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r, {norm("sim")} AS norm FROM {semantic_list}),
+kw_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS r,
+              {_leg_norm("score", anchor_zero="count(*) OVER () < %(depth)s")} AS norm FROM kw),
+sem_ranked AS (SELECT id, sim, row_number() OVER (ORDER BY sim DESC, id) AS r,
+               {_leg_norm("sim", spread_floor=SEMANTIC_SPREAD_FLOOR)} AS norm FROM {semantic_list}),
 fused AS (
-    SELECT coalesce(k.id, s.id) AS id, k.score AS keyword_score, s.sim,
+    SELECT coalesce(k.id, s.id) AS id, k.score AS keyword_score, s.sim, k.r AS kw_r, s.r AS sem_r,
            coalesce(1.0 / (%(rrf_k)s + k.r), 0) + coalesce(1.0 / (%(rrf_k)s + s.r), 0) AS rrf,
            coalesce(k.norm, 0)::float8 AS kw_norm, coalesce(s.norm, 0)::float8 AS sem_norm
     FROM kw_ranked k FULL OUTER JOIN sem_ranked s ON s.id = k.id
 ),
-ranked AS (
-    SELECT *, kw_norm + %(fusion_weight)s::float8 * sem_norm AS fused,
+ranked0 AS (
+    SELECT *, kw_norm + %(fusion_weight)s::float8 * sem_norm AS fused, false AS raised,
            row_number() OVER (ORDER BY rrf DESC, id) AS rrf_rank
     FROM fused
-)
+),{_kept_places()}
 SELECT * FROM (
     SELECT {CHUNK_COLUMNS}, r.keyword_score, {keyword_only_sim} AS sim, r.rrf,
-           r.rrf_rank::int AS rrf_rank, r.kw_norm, r.sem_norm, r.fused,
+           r.rrf_rank::int AS rrf_rank, r.kw_norm, r.sem_norm, r.fused, r.raised,
            (SELECT count(*) FROM sem) AS sem_count, (SELECT count(*) FROM kw) AS kw_count
     FROM ranked r JOIN knowledge_chunk c ON c.id = r.id JOIN knowledge_document d ON d.id = c.document_id{missed_join}
 ) h
 WHERE {score} IS NOT NULL AND (%(min_score)s::float8 IS NULL OR {score} >= %(min_score)s)
 ORDER BY {order}
 LIMIT %(limit)s"""
+
+
+def _leg_norm(column: str, *, anchor_zero: str = "false", spread_floor: float = 0.0) -> str:
+    """``fusion.leg_norms`` as a window expression: 0..1 against the list's minimum (or 0 where
+    ``anchor_zero`` holds), over a range of at least ``spread_floor``; 1 when there is no range."""
+    low = f"least(CASE WHEN {anchor_zero} THEN 0 ELSE min({column}) OVER () END, max({column}) OVER ())"
+    spread = f"greatest(max({column}) OVER () - {low}, {float(spread_floor)!r})"
+    return f"coalesce(({column} - {low}) / nullif({spread}, 0), 1.0)"
+
+
+def _kept_places() -> str:
+    """CTEs ``ranked1`` ... ``ranked``: ``fusion.score_fusion``'s places, widest first, one pair of steps each.
+
+    For a place (n, m): ``kept`` are each leg's first n; the others are numbered in fused order,
+    and the fused score of the one at m - (number kept) + 1, the first other left out of the
+    first m, is the least a kept hit scores.
+    """
+    steps = []
+    places = sorted(LEG_PLACES, key=lambda place: -place[1])
+    for step, (count, within) in enumerate(places, start=1):
+        before, name = f"ranked{step - 1}", ("ranked" if step == len(places) else f"ranked{step}")
+        steps.append(f"""
+numbered{step} AS (
+    SELECT *, coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false) AS kept,
+           count(*) FILTER (WHERE coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false)) OVER () AS kept_count,
+           row_number() OVER (PARTITION BY coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false)
+                              ORDER BY fused DESC, raised DESC, rrf_rank) AS place
+    FROM {before}
+),
+floored{step} AS (
+    SELECT *, max(fused) FILTER (WHERE NOT kept AND place = {int(within)} - kept_count + 1 AND kept_count <= {int(within)}) OVER () AS floor
+    FROM numbered{step}
+),
+{name} AS (
+    SELECT id, keyword_score, sim, kw_r, sem_r, rrf, kw_norm, sem_norm, rrf_rank,
+           CASE WHEN kept AND fused < floor THEN floor ELSE fused END AS fused,
+           raised OR (kept AND fused < floor) AS raised
+    FROM floored{step}
+)""")
+    return ",".join(steps) if steps else "\nranked AS (SELECT * FROM ranked0)"
 
 
 def _sim_expr(dimension: int | None) -> str:
