@@ -1,19 +1,32 @@
-"""Grid of hybrid fusions on a BEIR split: RRF (k) and normalised score fusion (weight), and the
-query prefix of the embedder. Prints JSON.
+"""Grid of hybrid score fusions over tuning collections; prints JSON.
 
-    .venv/bin/python bench/tune_fusion.py --tenant scifact-bge-small --model bge-small \
-        --folder ../shared/data/scifact --qrels qrels_train.tsv --queries queries_all.jsonl
+    .venv/bin/python bench/tune_fusion.py \
+        --collection scifact:../shared/data/scifact:qrels_train.tsv:queries_all.jsonl \
+        --collection musique:../shared/data/musique:qrels.tsv:queries.jsonl
 
-Each judged query's two legs are fetched once (the top ``--depth`` chunks of keyword and of
-semantic search, as hybrid search's SQL takes them) and fused here in Python with the same
-maths as ``knowledge.rag.fusion`` (min-max within each list, 0 when missing); ``manage.py
-evaluate`` then confirms the chosen setting through the real SQL. Tune on train splits only.
-Assumes the corpus is already indexed in the tenant with ``--model`` (``manage.py ingest_beir``).
+Each ``--collection TENANT:FOLDER:QRELS:QUERIES`` names an indexed tenant (``manage.py
+ingest_beir`` or ``manage.py evaluate`` index it) and its judgements; tune on train splits only.
+Each judged query's two legs are fetched once (the top ``FUSION_DEPTH`` chunks of keyword and of
+semantic search, as hybrid search's SQL takes them) and fused here with
+``knowledge.rag.fusion.score_fusion`` for every point of the grid: the semantic weight, the
+semantic leg's spread floor and the places each leg's first hits are kept within (``1x3+3x20``:
+each leg's first hit within the first 3, its first 3 within the first 20). ``manage.py
+evaluate`` then confirms the chosen setting through the real SQL.
+
+Beside nDCG@10, each point reports how often fusion buries a leg's strong matches: the share of
+queries with one of the keyword leg's first 3 outside the fused top 20 (``kw3_out_of_20``), and
+with the keyword or semantic leg's first hit outside the fused top 3 (``kw1_out_of_3``,
+``sem1_out_of_3``). ``previous`` is the fusion of the release before (min-max within each
+list, no floor, no place kept, weight 1.5). The choice: among the points with places that lose no
+collection more than 0.002 against ``previous``, the one whose neighbourhood on the grid (the
+adjacent weights and floors) has the best mean nDCG@10 over the collections (each counts once,
+whatever its size); ties go to the point's own mean, then to the more places kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 from pathlib import Path
 
@@ -21,75 +34,85 @@ from _common import emit, setup_django
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tenant", required=True)
-    parser.add_argument("--model", default="local", help="QUARRY_EMBEDDING_MODEL the tenant's chunks were embedded with")
-    parser.add_argument("--folder", type=Path, required=True)
-    parser.add_argument("--qrels", default="qrels_train.tsv")
-    parser.add_argument("--queries", default="queries_all.jsonl")
-    parser.add_argument("--depth", type=int, default=100)
-    parser.add_argument("--weights", default="0.5,0.75,1,1.25,1.5,2,2.5,3")
-    parser.add_argument("--rrf-k", default="20,60,100")
-    parser.add_argument("--prefixes", default="none,default", help="query prefixes to try: none, default (the model's), or text")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--collection", action="append", required=True, help="TENANT:FOLDER:QRELS:QUERIES")
+    parser.add_argument("--weights", default="1,1.25,1.5,1.75,2,2.5")
+    parser.add_argument("--floors", default="0,0.05,0.1,0.15,0.2,0.3")
+    parser.add_argument("--places", default="none;1x3;1x5;1x3+3x20;1x3+2x10;2x5+3x20",
+                        help="semicolon-separated sets of NxM places (each leg's first N within the first M), none for none")
     args = parser.parse_args()
-    import os
-
-    os.environ["QUARRY_EMBEDDING_MODEL"] = args.model
     setup_django()
     from asgiref.sync import async_to_sync
-    from django.conf import settings
-    from django.utils.module_loading import import_string
 
     from knowledge import rag
     from knowledge.evaluation import ndcg_at_k, read_jsonl, read_qrels
-    from knowledge.rag.embedding import BGE_QUERY_PREFIX
-    from knowledge.rag.fusion import rrf, score_fusion
+    from knowledge.rag.fusion import FUSION_DEPTH, min_max, score_fusion
 
-    qrels = read_qrels(args.folder / args.qrels)
-    queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(args.folder / args.queries) if str(q["_id"]) in qrels]
-    embedder_class = import_string(settings.QUARRY_EMBEDDER["CLASS"])
-    prefixes = {"none": "", "default": BGE_QUERY_PREFIX if args.model == "bge-small" else ""}
-    keyword_service = rag.tenant_service(args.tenant, embedder=None)
-    keyword_lists = {}
-    for query_id, text in queries:
-        hits = async_to_sync(keyword_service.search)(text, mode="keyword", limit=args.depth)
-        keyword_lists[query_id] = [(h.chunk.chunk_id, h.score, h.chunk.document_id) for h in hits]
-    weights = [float(w) for w in args.weights.split(",")]
-    ks = [int(k) for k in args.rrf_k.split(",")]
-    result: dict[str, object] = {"benchmark": "tune_fusion", "tenant": args.tenant, "model": args.model, "qrels": args.qrels,
-                                 "queries": len(queries), "depth": args.depth, "grid": []}
-    keyword_ndcg = statistics.fmean(ndcg_at_k(_docs(keyword_lists[q]), qrels[q]) for q, _ in queries)
-    result["keyword"] = round(keyword_ndcg, 4)
-    for name in args.prefixes.split(","):
-        prefix = prefixes.get(name, name)
-        if name == "default" and not prefix:
-            continue
-        service = rag.tenant_service(args.tenant, embedder=embedder_class(query_prefix=prefix))
-        semantic_lists = {}
+    collections = []
+    for spec in args.collection:
+        tenant, folder, qrels_name, queries_name = spec.split(":")
+        qrels = read_qrels(Path(folder) / qrels_name)
+        queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(Path(folder) / queries_name) if str(q["_id"]) in qrels]
+        service = rag.tenant_service(tenant)
+        legs = {}
         for query_id, text in queries:
-            hits = async_to_sync(service.search)(text, mode="semantic", limit=args.depth)
-            semantic_lists[query_id] = [(h.chunk.chunk_id, h.score, h.chunk.document_id) for h in hits]
-        docs_of = {}
-        for lists in (keyword_lists, semantic_lists):
-            for rows in lists.values():
-                docs_of.update({c: d for c, _, d in rows})
-        row: dict[str, object] = {"prefix": name,
-                                  "semantic": round(statistics.fmean(ndcg_at_k(_docs(semantic_lists[q]), qrels[q]) for q, _ in queries), 4)}
-        for k in ks:
-            row[f"rrf_k{k}"] = round(statistics.fmean(
-                ndcg_at_k(list(dict.fromkeys(docs_of[c] for c, _, _ in rrf([[c for c, _, _ in keyword_lists[q]], [c for c, _, _ in semantic_lists[q]]], k=k))), qrels[q])
-                for q, _ in queries), 4)
-        for w in weights:
-            row[f"score_w{w:g}"] = round(statistics.fmean(
-                ndcg_at_k(list(dict.fromkeys(docs_of[c] for c, _, _, _ in score_fusion(
-                    [(c, s) for c, s, _ in keyword_lists[q]], [(c, s) for c, s, _ in semantic_lists[q]], w))), qrels[q])
-                for q, _ in queries), 4)
-        result["grid"].append(row)  # type: ignore[union-attr]
+            legs[query_id] = tuple(
+                [(h.chunk.chunk_id, h.score, h.chunk.document_id)
+                 for h in async_to_sync(service.search)(text, mode=mode, limit=FUSION_DEPTH)]
+                for mode in ("keyword", "semantic"))
+        collections.append((tenant, qrels, legs))
+
+    def measure(fuse: object) -> dict[str, dict[str, float]]:
+        out = {}
+        for tenant, qrels, legs in collections:
+            ndcg, kw3, kw1, sem1 = [], 0, 0, 0
+            for query_id, (keyword, semantic) in legs.items():
+                docs = {c: d for c, _, d in keyword + semantic}
+                order = [c for c, *_ in fuse([(c, s) for c, s, _ in keyword], [(c, s) for c, s, _ in semantic])]  # type: ignore[operator]
+                ndcg.append(ndcg_at_k(list(dict.fromkeys(docs[c] for c in order)), qrels[query_id]))
+                kw3 += any(c not in order[:20] for c, _, _ in keyword[:3])
+                kw1 += bool(keyword) and keyword[0][0] not in order[:3]
+                sem1 += bool(semantic) and semantic[0][0] not in order[:3]
+            n = len(legs)
+            out[tenant] = {"ndcg@10": round(statistics.fmean(ndcg), 4), "kw3_out_of_20": round(kw3 / n, 4),
+                           "kw1_out_of_3": round(kw1 / n, 4), "sem1_out_of_3": round(sem1 / n, 4)}
+        return out
+
+    def previous(keyword: list[tuple[str, float]], semantic: list[tuple[str, float]], weight: float) -> list[tuple[str, float]]:
+        kw = dict(zip((i for i, _ in keyword), min_max([s for _, s in keyword]), strict=True))
+        sem = dict(zip((i for i, _ in semantic), min_max([s for _, s in semantic]), strict=True))
+        ids = list(dict.fromkeys([i for i, _ in keyword] + [i for i, _ in semantic]))
+        return sorted(((i, kw.get(i, 0.0) + weight * sem.get(i, 0.0)) for i in ids), key=lambda r: -r[1])
+
+    result: dict[str, object] = {"benchmark": "tune_fusion", "collections": {t: len(l) for t, _, l in collections}}
+    before = measure(lambda k, s: previous(k, s, 1.5))
+    result["previous"] = before
+    grid = []
+    for weight, floor, places in itertools.product(
+            [float(w) for w in args.weights.split(",")], [float(f) for f in args.floors.split(",")], args.places.split(";")):
+        kept = tuple(tuple(int(n) for n in place.split("x")) for place in places.split("+") if place != "none")
+        figures = measure(lambda k, s, w=weight, f=floor, p=kept: score_fusion(k, s, w, spread_floor=f, places=p))
+        mean = statistics.fmean(f["ndcg@10"] for f in figures.values())
+        keeps = all(figures[t]["ndcg@10"] >= before[t]["ndcg@10"] - 0.002 for t in figures)
+        grid.append({"weight": weight, "spread_floor": floor, "places": places, "mean_ndcg@10": round(mean, 4),
+                     "keeps_previous": keeps, **figures})
+    # The neighbourhood rule: weight and floor trade against each other (a higher floor shrinks the
+    # semantic part, a higher weight gives it back), so single points of a ridge are noise; the
+    # choice is the point whose 3 x 3 neighbourhood on the grid (itself included) has the best
+    # mean, among the points with places that keep every collection.
+    weights = sorted({row["weight"] for row in grid})
+    floors = sorted({row["spread_floor"] for row in grid})
+    by_point = {(row["weight"], row["spread_floor"], row["places"]): row for row in grid}
+    for row in grid:
+        wi, fi = weights.index(row["weight"]), floors.index(row["spread_floor"])
+        around = [by_point[(w, f, row["places"])]["mean_ndcg@10"]
+                  for w in weights[max(0, wi - 1): wi + 2] for f in floors[max(0, fi - 1): fi + 2]]
+        row["neighbourhood_ndcg@10"] = round(statistics.fmean(around), 4)  # type: ignore[arg-type]
+    # Ties: the point's own mean, then the more places kept (they cost nothing where they tie).
+    grid.sort(key=lambda row: (-row["neighbourhood_ndcg@10"], -row["mean_ndcg@10"], -len(str(row["places"]))))  # type: ignore[operator]
+    result["chosen"] = next((row for row in grid if row["keeps_previous"] and row["places"] != "none"), None)
+    result["grid"] = grid
     emit(result)
-
-
-def _docs(rows: list[tuple[str, float, str]]) -> list[str]:
-    return list(dict.fromkeys(d for _, _, d in rows))
 
 
 if __name__ == "__main__":
