@@ -21,9 +21,11 @@ MAX_SECRET_CHARS = 200
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """Authenticates API tokens. ``request.auth`` is the ``ApiToken``.
 
-    A client address that sent too many unknown or malformed tokens is refused with 429
-    before its next token is looked up (``BadTokenThrottle``), whether that one is valid or
-    not: otherwise guessing could go on, only slower to confirm.
+    Every presented token is looked up (by its digest), and a valid one passes whatever else came
+    from its address. An unknown, revoked or malformed one is a miss, counted per client address
+    (``BadTokenThrottle``): 401, or 429 with ``Retry-After`` once the address is over
+    ``QUARRY_THROTTLE_BAD_TOKENS``. Refusing before the lookup would lock out every valid token
+    behind the same address (an office's NAT) because of one client's misses.
     """
 
     keyword = "Bearer"
@@ -35,15 +37,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != self.keyword.lower():
             return None  # another scheme: leave it to other authenticators
-        throttle = BadTokenThrottle(request)
-        throttle.check()
         secret = secret.strip()
         if not secret or " " in secret or len(secret) > MAX_SECRET_CHARS or not secret.isprintable():
-            throttle.record_failure()
+            BadTokenThrottle(request).record_miss()
             raise exceptions.AuthenticationFailed("Malformed Authorization header: expected 'Bearer <token>'.")
         token = api_token_for_secret(secret=secret)
         if token is None:
-            throttle.record_failure()
+            BadTokenThrottle(request).record_miss()
             raise exceptions.AuthenticationFailed("Invalid or revoked API token.")
         if not token.owner.is_active:
             raise exceptions.AuthenticationFailed("The API token's owner is deactivated.")

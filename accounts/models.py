@@ -124,3 +124,27 @@ class ApiToken(models.Model):
     @staticmethod
     def hash_secret(secret: str) -> str:
         return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class ThrottleCount(models.Model):
+    """One throttle window's count of requests for one key (``<scope>:<token|user|ip>:<id>``).
+
+    Written only by ``config.throttling.PostgresCounters`` with one atomic upsert per request (the
+    ``LOCATION`` of ``QUARRY_THROTTLE_STORE`` names this table), never through the ORM: the ORM
+    cannot increment-or-reset-and-return in one statement, and anything less loses updates under
+    concurrency. A model still declares it so migrations create it and test flushes empty it.
+    The table is UNLOGGED (migration 0004): a count lost in a crash only lets a minute's requests
+    through again, and skipping the WAL keeps a write per request cheap.
+    """
+
+    key = models.CharField(max_length=200, primary_key=True)
+    hits = models.PositiveIntegerField()
+    window_ends = models.DateTimeField()
+
+    class Meta:
+        db_table = "quarry_throttle"
+        # The cull of expired windows (DELETE ... WHERE window_ends < now()).
+        indexes = [models.Index(fields=["window_ends"], name="throttle_window_ends")]
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.hits} until {self.window_ends:%H:%M:%S}"

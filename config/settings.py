@@ -186,11 +186,12 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# --- Caches: throttling counters, shared by every process ------------------------
-# The throttles (login lockouts live in their own tables, see AXES_*) need counts that
-# every app process sees: Redis when configured, otherwise a table in PostgreSQL (created
-# by the accounts migrations). "local" is per process, for what must never touch the
-# network: django-q2's cluster statistics, written by its sentinel every half second.
+# --- Caches ------------------------------------------------------------------------
+# "default" is shared by every process: Redis when configured, otherwise a table in PostgreSQL
+# (created by the accounts migrations). The throttles keep their counts in their own store
+# (QUARRY_THROTTLE_STORE, below), not here: the database cache increments by a read and a
+# write back, which concurrent requests race. "local" is per process, for what must never touch the network: django-q2's
+# cluster statistics, written by its sentinel every half second.
 if REDIS_URL:
     _shared_cache: dict[str, object] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                                         "KEY_PREFIX": "quarry"}
@@ -440,7 +441,7 @@ AXES_VERBOSE = False
 QUARRY_TRUSTED_PROXIES = env_int("QUARRY_TRUSTED_PROXIES", 0, minimum=0, maximum=10)
 
 # Throttles (config/throttling.py), answered 429 with Retry-After: per client address for bearer
-# tokens that do not exist (before the token is even looked up), and per token (or signed-in user)
+# tokens that do not exist (a valid token always passes), and per token (or signed-in user)
 # for the expensive endpoints. "off" disables one.
 QUARRY_THROTTLE_RATES: dict[str, str | None] = {
     "bad_token": env_rate("QUARRY_THROTTLE_BAD_TOKENS", "30/min"),
@@ -449,6 +450,12 @@ QUARRY_THROTTLE_RATES: dict[str, str | None] = {
     "chat": env_rate("QUARRY_THROTTLE_CHAT", "60/min"),
     "agent": env_rate("QUARRY_THROTTLE_AGENT", "30/min"),
 }
+# Where the throttles count, shared by every app process so a limit holds across them: Redis with
+# REDIS_URL, else PostgreSQL's quarry_throttle table (accounts.ThrottleCount). Both increment atomically.
+QUARRY_THROTTLE_STORE: dict[str, str] = (
+    {"BACKEND": "config.throttling.RedisCounters", "LOCATION": REDIS_URL} if REDIS_URL
+    else {"BACKEND": "config.throttling.PostgresCounters", "LOCATION": "quarry_throttle"}
+)
 
 REST_FRAMEWORK = {
     # Bearer first: its WWW-Authenticate header is what turns "no credentials" into 401.

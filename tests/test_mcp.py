@@ -172,6 +172,19 @@ def test_without_a_valid_token_it_is_401_with_www_authenticate(base: str, indexe
         assert "tools" not in response.text
 
 
+def test_unknown_tokens_are_429_past_the_address_allowance_but_a_valid_token_still_passes(base: str, acme_token: str) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    misses = [httpx.post(f"{base}/mcp", json=body, headers={**headers, "Authorization": f"Bearer qry_guess{n}"})
+              for n in range(31)]  # the default allowance: 30/min
+    assert [r.status_code for r in misses] == [401] * 30 + [429]
+    refused = misses[-1]
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert refused.json()["error"] == "throttled" and "invalid API tokens from this address" in refused.json()["detail"]
+    valid = httpx.post(f"{base}/mcp", json=body, headers={**headers, "Authorization": f"Bearer {acme_token}"})
+    assert valid.status_code == 200 and "hybrid_search" in valid.text
+
+
 async def test_the_sdk_client_fails_without_a_token(base: str, acme_token: str) -> None:
     with pytest.raises(BaseException):  # noqa: B017 - the SDK surfaces the 401 as its own error type
         async with mcp_client(f"{base}/mcp", None) as client:

@@ -2,11 +2,11 @@
 
 One ``McpHttpApp`` per process (``config.asgi`` builds it). A request goes through:
 
-1. the bad-token throttle of the REST API (``BadTokenThrottle``): an address that sent too many
-   unknown tokens is 429 before its next token is looked up;
-2. the SDK's bearer middleware with ``ApiTokenVerifier`` (the SDK's token-verifier hook): a
+1. the SDK's bearer middleware with ``ApiTokenVerifier`` (the SDK's token-verifier hook): a
    missing, malformed, unknown or revoked token, or a deactivated owner, is 401 with
-   ``WWW-Authenticate: Bearer ...``;
+   ``WWW-Authenticate: Bearer ...``; a miss counts against the address's bad-token allowance of
+   the REST API (``BadTokenThrottle``), and one over it is 429 instead (``_BadTokenRefusal``).
+   A valid token passes whatever its address sent before, as on the REST API;
 3. the tenant: ``?tenant=<slug>`` on the URL or the token's own, resolved by
    ``accounts.access.token_tenant_context`` exactly as the REST API does (another tenant is 404);
 4. the SDK's session manager in stateless mode (any process can answer any request: no
@@ -57,7 +57,7 @@ MAX_SECRET_CHARS = 200
 class _Peer:
     """What ``BadTokenThrottle`` reads of a request (``client_ip``): its META."""
 
-    def __init__(self, scope: Scope) -> None:
+    def __init__(self, scope: Scope) -> None:  # the ASGI scope, before any middleware read it
         client = scope.get("client") or (None, None)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         self.META: dict[str, Any] = {"REMOTE_ADDR": client[0]}
@@ -77,14 +77,15 @@ class ApiTokenAccess(AccessToken):
 
 
 def _verify(secret: str, peer: _Peer | None) -> ApiToken | None:
-    throttle = BadTokenThrottle(peer) if peer is not None else None  # type: ignore[arg-type]
+    """The live token whose secret this is, or None; a miss is counted against ``peer``'s address and
+    raises ``Throttled`` once the address is over its allowance (a valid token is never refused)."""
     if not secret or " " in secret or len(secret) > MAX_SECRET_CHARS or not secret.isprintable():
         token = None
     else:
         token = api_token_for_secret(secret=secret)
     if token is None:
-        if throttle is not None:
-            throttle.record_failure()
+        if peer is not None:
+            BadTokenThrottle(peer).record_miss()  # type: ignore[arg-type]
         return None
     if not token.owner.is_active:
         return None
@@ -147,23 +148,33 @@ class _Tenant:
             CALLER.reset(reset)
 
 
-class _BadTokenGate:
-    """The REST API's bad-token throttle, before any token of a throttled address is looked up."""
+class _BadTokenRefusal:
+    """Gives the verifier the request's address, and answers 429 for a miss over its address's allowance.
+
+    The SDK's verifier hook can only accept a token or not (401); ``_verify`` raises ``Throttled``
+    through the SDK's authentication middleware (which lets anything but its own error pass), before
+    anything was sent. One raised after the response started is not a refusal to answer: re-raised.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        peer = _Peer(scope)
+        reset = _PEER.set(_Peer(scope))
+        started = False
+
+        async def tracked(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await sync_to_async(BadTokenThrottle(peer).check)()  # type: ignore[arg-type]
+            await self.app(scope, receive, tracked)
         except Throttled as exc:
+            if started:
+                raise
             await _send_json(send, 429, {"error": "throttled", "detail": str(exc.detail)},
                              [(b"retry-after", str(int(exc.wait or 1)).encode())])
-            return
-        reset = _PEER.set(peer)
-        try:
-            await self.app(scope, receive, send)
         finally:
             _PEER.reset(reset)
 
@@ -190,7 +201,7 @@ class McpHttpApp:
             max_request_body_size=settings.QUARRY_MCP_MAX_REQUEST_BYTES,
         )
         served = RequireAuthMiddleware(_Tenant(self.manager.handle_request), required_scopes=[])
-        self.app = _BadTokenGate(AuthenticationMiddleware(
+        self.app = _BadTokenRefusal(AuthenticationMiddleware(
             AuthContextMiddleware(served), backend=BearerAuthBackend(ApiTokenVerifier()),
         ))
         self._runner: asyncio.Task[None] | None = None
