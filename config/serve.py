@@ -12,7 +12,7 @@ What it guarantees (POSIX; the leftover check is Linux only, see config/supervis
   group and starts a new cluster after a backoff (1 s, 2 s, 4 s ...); the web server keeps
   serving. More than ``RestartBudget.limit`` restarts within its window means the cluster
   is broken: everything stops with status 1 and says so.
-- The web server dying stops everything with its exit status: without it there is nothing
+- The web server dying stops everything with its exit status (128 + N for signal N): without it there is nothing
   to use, and a crash at start (a bad setting, a failed lifespan) must not scroll by while
   a worker keeps running.
 - Ctrl-C (SIGINT), SIGTERM or SIGHUP ends every child's group (SIGTERM, SIGKILL after a
@@ -204,7 +204,8 @@ def main() -> int:
             if code is not None:
                 print(f"[serve] the web server exited with status {code}; stopping the worker cluster too",
                       file=sys.stderr)
-                status = code or 1
+                # A signal's death as a shell reports it (SIGKILL: 137), not Python's negative number (make: 247).
+                status = 128 - code if code < 0 else code or 1
                 break
             worker = groups.get("worker")
             code = worker.leader.poll() if worker is not None else None  # type: ignore[union-attr]

@@ -54,8 +54,18 @@ class Group:
     leader: subprocess.Popen[bytes] | None = None
 
     def leader_running(self) -> bool:
-        # poll() also reaps a dead leader, so its zombie no longer keeps the group "alive".
-        return self.leader is not None and self.leader.poll() is None
+        if self.leader is not None:
+            # poll() also reaps a dead leader, so its zombie no longer keeps the group "alive".
+            return self.leader.poll() is None
+        # Not our child (the watchdog's groups, an earlier run's): the leader's pid is the pgid, and
+        # the kernel gives no new process a pid that still names a live group.
+        try:
+            os.kill(self.pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
 
     def alive(self) -> bool:
         self.leader_running()
@@ -81,7 +91,10 @@ def end_groups(groups: Sequence[Group], grace: float = GRACE) -> None:
     deadline = time.monotonic() + grace
     led = [g for g in groups if g.leader_running()]
     for g in led:
-        g.leader.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        try:
+            os.kill(g.pgid, signal.SIGTERM)  # the leader alone
+        except ProcessLookupError:
+            pass
     _wait(led, "leader", deadline)
     rest = [g for g in groups if g.alive()]
     for g in rest:

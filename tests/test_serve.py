@@ -180,6 +180,17 @@ def test_the_next_start_ends_the_groups_of_a_run_killed_hard_and_refuses_beside_
             assert answers(later.base)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_web_server_stops_everything_with_its_status(tmp_path: Path) -> None:
+    with serve(tmp_path, "serve-web-killed") as served:
+        roles = served.children()
+        groups = {os.getpgid(roles["web"].pid), os.getpgid(roles["worker"].pid)}
+        roles["web"].kill()
+        assert served.proc.wait(timeout=40) == 128 + signal.SIGKILL, "reported as a shell reports a signal's death"
+        assert "the web server exited with status -9" in served.log()
+        assert live_members(groups) == []
+
+
 def test_restarts_back_off_and_stop_after_the_budget() -> None:
     budget = RestartBudget(limit=3, window=60, first_delay=1, max_delay=3)
     assert [budget.next_delay(0), budget.next_delay(2), budget.next_delay(5)] == [1, 2, 3]
