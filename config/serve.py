@@ -12,9 +12,9 @@ What it guarantees (POSIX; the leftover check is Linux only, see config/supervis
   group and starts a new cluster after a backoff (1 s, 2 s, 4 s ...); the web server keeps
   serving. More than ``RestartBudget.limit`` restarts within its window means the cluster
   is broken: everything stops with status 1 and says so.
-- The web server dying stops everything with its exit status (128 + N for signal N): without it there is nothing
-  to use, and a crash at start (a bad setting, a failed lifespan) must not scroll by while
-  a worker keeps running.
+- The web server dying stops everything with its exit status (128 + N for signal N):
+  without it there is nothing to use, and a crash at start (a bad setting, a failed
+  lifespan) must not scroll by while a worker keeps running.
 - Ctrl-C (SIGINT), SIGTERM or SIGHUP ends every child's group (SIGTERM, SIGKILL after a
   grace period). If this process itself dies without doing so (even by SIGKILL), a small
   watchdog process ends the groups.

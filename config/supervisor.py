@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -72,16 +72,18 @@ class Group:
         return group_alive(self.pgid)
 
 
-def _wait(groups: Iterable[Group], done: str, until: float) -> None:
+def _wait(groups: Iterable[Group], running: Callable[[Group], bool], until: float) -> None:
+    """Poll until no group in ``groups`` is ``running``, or ``until`` (a monotonic time) passes."""
     pending = list(groups)
     while pending and time.monotonic() < until:
-        pending = [g for g in pending if (g.leader_running() if done == "leader" else g.alive())]
+        pending = [g for g in pending if running(g)]
         if pending:
             time.sleep(0.05)
 
 
 def end_groups(groups: Sequence[Group], grace: float = GRACE) -> None:
-    """End every process of every group in ``groups``, in parallel; returns once none is left.
+    """End every process of every group in ``groups``, in parallel; returns once none is left (or, in
+    the worst case, 5 s after SIGKILL: a process in uninterruptible sleep dies when its I/O ends).
 
     A live leader gets SIGTERM alone first and up to ``grace`` seconds: a django-q2 leader stops its
     sentinel and workers in order, and SIGTERM to them as well cuts that short and it hangs in its
@@ -95,15 +97,15 @@ def end_groups(groups: Sequence[Group], grace: float = GRACE) -> None:
             os.kill(g.pgid, signal.SIGTERM)  # the leader alone
         except ProcessLookupError:
             pass
-    _wait(led, "leader", deadline)
+    _wait(led, Group.leader_running, deadline)
     rest = [g for g in groups if g.alive()]
     for g in rest:
         _signal_group(g.pgid, signal.SIGTERM)
-    _wait(rest, "group", max(deadline, time.monotonic() + STRAGGLER_GRACE))
+    _wait(rest, Group.alive, max(deadline, time.monotonic() + STRAGGLER_GRACE))
     for g in groups:
         if g.alive():
             _signal_group(g.pgid, signal.SIGKILL)
-    _wait(groups, "group", time.monotonic() + 5)  # SIGKILL cannot be refused; this only waits for reaping
+    _wait(groups, Group.alive, time.monotonic() + 5)  # SIGKILL cannot be refused; this only waits for reaping
 
 
 @dataclass
@@ -196,8 +198,12 @@ def watchdog_main(stream: IO[bytes]) -> int:
 
 def group_commands(pgid: int) -> list[str]:
     """The command lines of the live (non-zombie) processes of group ``pgid``; Linux (``/proc``) only."""
-    found = []
-    for entry in Path("/proc").iterdir():
+    found: list[str] = []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return found  # no /proc (not Linux): leftovers cannot be recognised, so none is ended
+    for entry in entries:
         if not entry.name.isdigit():
             continue
         try:
