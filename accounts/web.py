@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.db.models import QuerySet
@@ -30,11 +31,18 @@ from accounts.selectors import tenants_for_user
 
 
 def content_security_policy(request: HttpRequest) -> str:
-    """The pages' policy: everything from this origin only, WebSockets to this host, nothing inline."""
-    host = request.get_host()  # validated against ALLOWED_HOSTS by now
+    """The pages' policy: everything from this origin only, WebSockets to this host, nothing inline.
+
+    A request for a host we do not serve gets the policy without WebSockets (its 400 page needs none).
+    """
+    try:
+        host: str | None = request.get_host()
+    except DisallowedHost:
+        host = None
+    sockets = f" ws://{host} wss://{host}" if host else ""
     return (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
-        f"connect-src 'self' ws://{host} wss://{host}; object-src 'none'; base-uri 'none'; "
+        f"connect-src 'self'{sockets}; object-src 'none'; base-uri 'none'; "
         "form-action 'self'; frame-ancestors 'none'"
     )
 

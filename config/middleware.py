@@ -4,6 +4,10 @@
   is a plain token, else a new one), echoed in the ``X-Request-ID`` response header. An unhandled
   exception under ``/v1/`` is logged with it and answered ``500 {"error": "internal_error",
   "detail", "request_id"}``: a 500 only ever means a bug, and the id finds its traceback.
+- ``ErrorHandlersMiddleware``: an unknown URL, a disallowed ``Host``, a view's ``Http404``,
+  ``PermissionDenied`` or bad request, and (with DEBUG on) a bug in a page are answered by the
+  error handlers of config/urls.py in every mode; with DEBUG on, Django would show its technical
+  pages instead: HTML under /v1/ too, and unstyled under the pages' Content-Security-Policy.
 - ``DatabaseUnavailableMiddleware``: a database that cannot be reached is ``503
   database_unavailable``; one whose connections are all busy is ``503 overloaded``; both with
   ``Retry-After``, for pages and the admin too. DRF views get the same answers from
@@ -17,8 +21,13 @@ import re
 import uuid
 from typing import Any
 
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import BadRequest, DisallowedHost, PermissionDenied, SuspiciousOperation
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
+from django.urls import Resolver404, get_resolver, get_urlconf, is_valid_path
 from django.utils.deprecation import MiddlewareMixin
 
 from config.db import database_error_kind
@@ -103,3 +112,62 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
             logger.error("database %s during %s %s [request %s]: %s", database_error_kind(exception), request.method,
                          request.path, request_id_of(request), str(exception).splitlines()[0] if str(exception) else "")
         return response
+
+
+def _handled(request: HttpRequest, status: int, exception: Exception | None = None) -> HttpResponse:
+    """What the ``handler<status>`` of the URL map answers, as Django calls it with DEBUG off."""
+    handler = get_resolver(getattr(request, "urlconf", None) or get_urlconf()).resolve_error_handler(status)
+    return handler(request) if status == 500 else handler(request, exception=exception)
+
+
+def _unrouted(request: HttpRequest) -> bool:
+    """No URL pattern matches the path, and CommonMiddleware will not redirect it to one with a slash."""
+    path, urlconf = request.path_info, getattr(request, "urlconf", None)
+    if is_valid_path(path, urlconf):
+        return False
+    return not (settings.APPEND_SLASH and not path.endswith("/") and is_valid_path(f"{path}/", urlconf))
+
+
+class ErrorHandlersMiddleware(MiddlewareMixin):
+    """The error handlers of config/urls.py answer in every mode, DEBUG included.
+
+    Django turns these cases into its technical pages when DEBUG is on, in the exception
+    handling around each middleware, where no middleware can step in afterwards; so this
+    one answers them before they are raised (a bad host, an unknown URL) or as a view raises
+    them (``process_exception``). With DEBUG off the answers are the same ones Django gives.
+
+    Placed after ContentSecurityPolicyMiddleware (its policy applies to these pages) and before
+    every middleware that reads the host (CommonMiddleware, CSRF) or could redirect a path
+    (CommonMiddleware's APPEND_SLASH, which ``_unrouted`` leaves alone).
+    """
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        try:
+            request.get_host()
+        except DisallowedHost as exc:
+            # Logged as Django logs it, without the traceback: a wrong Host header is the client's mistake.
+            logging.getLogger("django.security.DisallowedHost").error(str(exc), extra={"status_code": 400, "request": request})
+            return _handled(request, 400, exc)
+        if _unrouted(request):
+            return _handled(request, 404, Resolver404({"path": request.path_info}))
+        return None
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, Http404):
+            return _handled(request, 404, exception)
+        if isinstance(exception, PermissionDenied):
+            return _handled(request, 403, exception)
+        if isinstance(exception, SuspiciousOperation | BadRequest | MultiPartParserError):
+            if isinstance(exception, SuspiciousOperation):
+                logging.getLogger(f"django.security.{type(exception).__name__}").error(
+                    str(exception), extra={"status_code": 400, "request": request})
+            return _handled(request, 400, exception)
+        if settings.DEBUG and not request.path.startswith(API_PREFIX):
+            # A bug in a page: Django's own handling (DEBUG off) signals, logs the traceback and calls
+            # handler500; with DEBUG on it would show the traceback in the page instead. The API's bugs
+            # are RequestIdMiddleware's, in both modes.
+            signals.got_request_exception.send(sender=None, request=request)
+            logging.getLogger("django.request").error("Internal Server Error: %s", request.path, exc_info=exception,
+                                                      extra={"status_code": 500, "request": request})
+            return _handled(request, 500)
+        return None

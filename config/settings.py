@@ -49,6 +49,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("QUARRY_MAX_REQUEST_BYTES", 128 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("QUARRY_MAX_UPLOAD_FILES", 200, minimum=1)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# JSON under /v1/, Quarry's 403 page elsewhere (Django's own styles itself inline, which the pages' policy blocks).
+CSRF_FAILURE_VIEW = "config.views.csrf_failure"
 PORT = env_int("PORT", 8000, minimum=1, maximum=65535)
 
 # "none" lets unauthenticated API calls act as a reader of tenant DEFAULT: a
@@ -90,6 +92,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "accounts.web.ContentSecurityPolicyMiddleware",
+    # Quarry's error pages and JSON errors with DEBUG on too; before anything that reads the host.
+    "config.middleware.ErrorHandlersMiddleware",
     "config.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

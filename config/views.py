@@ -1,8 +1,12 @@
 """Health endpoints, and the error pages: JSON in the API's error shape under /v1/, HTML elsewhere.
 
 Django calls the error handlers (``handler400`` ... ``handler500`` in config/urls.py) for what
-no view answered: an unknown URL, a disallowed host, a failed CSRF check, or an exception raised
-in a middleware. Under /v1/ every response is JSON, these included.
+no view answered: an unknown URL, a disallowed host, or an exception raised in a view or a
+middleware; ``csrf_failure`` is its ``CSRF_FAILURE_VIEW``. With DEBUG on Django shows its
+technical pages instead, so ``config.middleware.ErrorHandlersMiddleware`` calls these handlers
+itself: both modes answer alike. Under /v1/ every response is JSON, these included; pages get
+Quarry's templates (templates/400.html ... 500.html), styled by the site's stylesheet under the
+strict Content-Security-Policy, never Django's error pages, which style themselves inline.
 """
 
 from __future__ import annotations
@@ -13,12 +17,12 @@ import sys
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views import defaults
+from django.template import loader
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from config.db import database_error_kind
-from config.middleware import API_PREFIX, database_error_response, error_body, internal_error_response
+from config.middleware import API_PREFIX, database_error_response, error_body, internal_error_response, request_id_of
 from config.uploads import UploadTooLarge
 
 logger = logging.getLogger(__name__)
@@ -63,19 +67,27 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
         return render(request, "413.html", {"detail": exception.message}, status=413)
     if _api(request):
         return _json(400, "bad_request", "The request could not be understood (a malformed request or a host this server does not serve).")
-    return defaults.bad_request(request, exception)
+    return render(request, "400.html", status=400)
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _api(request):
         return _json(403, "permission_denied", str(exception) or "You do not have permission to do this.")
-    return defaults.permission_denied(request, exception)
+    return render(request, "403.html", {"detail": str(exception)}, status=403)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: a form posted without its token (an old tab, or cookies blocked)."""
+    if _api(request):
+        return _json(403, "permission_denied", f"CSRF Failed: {reason}")
+    detail = "This form has expired or your browser did not send its security cookie: reload the page and try again."
+    return render(request, "403.html", {"detail": detail}, status=403)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _api(request):
         return _json(404, "not_found", "There is no such endpoint. The API is described at /v1/schema.")
-    return defaults.page_not_found(request, exception)
+    return render(request, "404.html", status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -87,4 +99,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
             return response
     if _api(request):
         return internal_error_response(request)
-    return defaults.server_error(request)
+    # Without the request's context processors: they read the session and the user, which is
+    # how a broken database or session store would turn this page into a second error.
+    return HttpResponse(loader.render_to_string("500.html", {"request_id": request_id_of(request)}), status=500)

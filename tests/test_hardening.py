@@ -212,29 +212,47 @@ def test_document_ids_that_no_url_could_reach_are_refused(indexed: World, bad: s
 # --- every response under /v1/ is JSON -----------------------------------------------------------------------
 
 
-def test_what_no_view_answers_is_json_under_v1(indexed: World) -> None:
+def json_error(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The API's error shape, as JSON: the body, for further checks."""
+    assert response.status_code == status, response.content[:300]
+    assert response["Content-Type"] == "application/json", response.content[:300]
+    body = response.json()
+    assert body["error"] == code and body["detail"], body
+    return body
+
+
+# pytest runs with DEBUG off; `make run` runs with it on, where Django answers with its technical pages.
+debug_modes = pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+
+
+@debug_modes
+def test_what_no_view_answers_is_json_under_v1(indexed: World, settings, debug: bool) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = debug
     client = indexed.client(indexed.teammate)
-    unknown = client.get("/v1/nope")
-    assert unknown.status_code == 404 and unknown.json()["error"] == "not_found"
-    method = client.get("/v1/search")
-    assert method.status_code == 405 and method.json()["error"] == "method_not_allowed"
+    json_error(client.get("/v1/nope"), 404, "not_found")
+    json_error(client.post("/v1/nope/deeper", {}, format="json"), 404, "not_found")
+    json_error(client.get("/v1/search"), 405, "method_not_allowed")
+    json_error(client.get("/v1/chat/completions"), 405, "method_not_allowed")
     media = client.generic("POST", "/v1/search", "query=x", content_type="application/x-www-form-urlencoded")
-    assert media.status_code == 415 and media.json()["error"] == "unsupported_media_type"
-    accept = client.get("/v1/me", HTTP_ACCEPT="text/html")
-    assert accept.status_code == 406 and accept.json()["error"] == "not_acceptable"
-    host = client.get("/v1/me", HTTP_HOST="evil.example")
-    assert host.status_code == 400 and host.json()["error"] == "bad_request"
-    assert Client().get("/nope").status_code == 404 and b"<html" in Client().get("/nope").content
+    json_error(media, 415, "unsupported_media_type")
+    json_error(client.get("/v1/me", HTTP_ACCEPT="text/html"), 406, "not_acceptable")
+    json_error(client.get("/v1/me", HTTP_HOST="evil.example"), 400, "bad_request")
+    json_error(Client().get("/v1/nope", HTTP_HOST="evil.example"), 400, "bad_request")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(indexed.teammate)
+    csrf = browser.post("/v1/search", {"query": "upload"}, content_type="application/json")
+    assert "CSRF" in json_error(csrf, 403, "permission_denied")["detail"]
 
 
-def test_a_bug_is_a_json_500_whose_request_id_finds_the_traceback(indexed: World, settings, caplog) -> None:  # type: ignore[no-untyped-def]
+@debug_modes
+def test_a_bug_is_a_json_500_whose_request_id_finds_the_traceback(indexed: World, settings, caplog, debug: bool) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = debug
     settings.QUARRY_RAG_BACKEND = {"CLASS": "tests.backends.BuggyDriver", "OPTIONS": {}}
     client = indexed.client(indexed.teammate)
     with caplog.at_level(logging.ERROR, logger="config.middleware"):
         response = client.post("/v1/search", {"query": "upload", "mode": "keyword"}, format="json", HTTP_X_REQUEST_ID="trace-1234abcd")
-    assert response.status_code == 500
-    body = response.json()
-    assert body["error"] == "internal_error" and body["request_id"] == "trace-1234abcd" == response["X-Request-ID"]
+    body = json_error(response, 500, "internal_error")
+    assert body["request_id"] == "trace-1234abcd" == response["X-Request-ID"]
     logged = [r for r in caplog.records if "trace-1234abcd" in r.getMessage()]
     assert logged and logged[0].exc_info and "the driver tripped over itself" in str(logged[0].exc_info[1])
 

@@ -290,3 +290,55 @@ def test_highlighting_escapes_every_piece() -> None:
     long = "x " * 300 + "the upload happens here " + "y " * 300
     cut = snippet(long, terms_pattern(["upload"]), size=100)
     assert cut.startswith("… ") and cut.endswith(" …") and "<mark>upload</mark>" in cut and len(cut) < 160
+
+
+# --- error pages: Quarry's own, styled under the page policy, in every mode -----------------------------------
+
+debug_modes = pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+
+
+def quarry_page(response: Any, status: int, heading: str) -> str:
+    """Quarry's error template (base.html, the site's stylesheet) under the strict page policy; its text."""
+    assert response.status_code == status
+    assert response["Content-Type"].startswith("text/html")
+    text = response.content.decode()
+    assert f">{heading}</h1>" in text and '/static/chat/quarry.css"' in text, text[:500]
+    # Nothing inline for the policy to block (Django's own error pages style themselves inline).
+    assert "<style" not in text and "style=" not in text and "<script" not in text
+    assert "style-src 'self';" in response["Content-Security-Policy"]
+    return text
+
+
+@debug_modes
+def test_a_missing_page_is_quarrys_404(corpus: World, settings, debug: bool) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = debug
+    quarry_page(Client().get("/nope"), 404, "Not found")
+    # Raised by a view (an unknown document) as well as by the URL map.
+    quarry_page(signed_in(corpus.teammate).get("/documents/missing"), 404, "Not found")
+    # A missing slash is still added by a redirect, not answered 404.
+    assert Client().get("/search").status_code == 301
+
+
+@debug_modes
+def test_a_host_we_do_not_serve_is_quarrys_400(db: None, settings, debug: bool) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = debug
+    response = Client().get("/login/", HTTP_HOST="evil.example")
+    quarry_page(response, 400, "This link is not valid")
+    assert "evil.example" not in response["Content-Security-Policy"]
+
+
+@debug_modes
+def test_a_form_without_its_csrf_token_is_quarrys_403(db: None, settings, debug: bool) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = debug
+    response = Client(enforce_csrf_checks=True).post("/login/", {"username": "someone", "password": "x"})
+    assert "reload the page" in quarry_page(response, 403, "Forbidden")
+
+
+@debug_modes
+def test_a_bug_in_a_page_is_quarrys_500_with_the_request_id(corpus: World, settings, debug: bool) -> None:  # type: ignore[no-untyped-def]
+    settings.DEBUG = debug
+    settings.QUARRY_RAG_BACKEND = {"CLASS": "tests.backends.BuggyDriver", "OPTIONS": {}}
+    client = signed_in(corpus.teammate, raise_request_exception=False)
+    response = client.get("/search/", {"q": "upload", "mode": "keyword"}, HTTP_X_REQUEST_ID="page-bug-1234")
+    text = quarry_page(response, 500, "Something went wrong")
+    assert "page-bug-1234" in text and "tripped over itself" not in text
