@@ -262,6 +262,8 @@ def cjk_terms(run: str) -> list[str]:
 def term_list(text: str) -> tuple[str, ...]:
     """Content terms of ``text`` in order, repeats kept: stemmed words (stop words and one-letter words
     dropped), and for CJK runs their bigrams (``cjk_terms``)."""
+    if not CJK_RUN.search(text):  # the common case, in one pass (this runs for every unit of every answer)
+        return tuple(_stem(w) for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOPWORDS and len(w) > 1)
     terms: list[str] = []
     for token in _TOKEN.findall(text):
         if CJK_RUN.match(token):
@@ -276,8 +278,10 @@ def term_list(text: str) -> tuple[str, ...]:
 def word_count(text: str) -> int:
     """About how many words ``text`` holds: its space-separated words, and a word per two CJK characters
     (Chinese and Japanese words are mostly one or two characters, written without spaces)."""
-    cjk = sum(len(run) for run in CJK_RUN.findall(text))
-    return len(CJK_RUN.sub(" ", text).split()) + cjk // 2
+    runs = CJK_RUN.findall(text)
+    if not runs:
+        return len(text.split())
+    return len(CJK_RUN.sub(" ", text).split()) + sum(len(run) for run in runs) // 2
 
 
 def instruction_of(question: str) -> Instruction:

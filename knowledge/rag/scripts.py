@@ -40,6 +40,8 @@ _CJK_CHARACTER_WEIGHT = 3
 def script_of(text: str) -> Script | None:
     """The script most of ``text``'s letters are in (CJK characters weighted as about a word each);
     None when it holds no letters (numbers, punctuation)."""
+    if text.isascii():  # most text, answered without counting (the offline model asks for every sentence)
+        return "latin" if _LATIN.search(text) else None
     cjk = sum(len(run) for run in CJK_RUN.findall(text))
     latin = len(_LATIN.findall(text))
     other = len(_LETTER.findall(text)) - latin - cjk
