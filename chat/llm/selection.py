@@ -256,7 +256,8 @@ def cjk_terms(run: str) -> list[str]:
     if len(run) == 1:
         return [] if run in _CJK_FUNCTION else [run]
     bigrams = (run[i:i + 2] for i in range(len(run) - 1))
-    return [b for b in bigrams if b[0] not in _CJK_FUNCTION and b[1] not in _CJK_FUNCTION and b not in _CJK_STOP_BIGRAMS]
+    return [b for b in bigrams
+            if b[0] not in _CJK_FUNCTION and b[1] not in _CJK_FUNCTION and b not in _CJK_STOP_BIGRAMS]
 
 
 def term_list(text: str) -> tuple[str, ...]:
@@ -425,12 +426,15 @@ def units_of(number: int, text: str) -> list[Unit]:
         # A table: Markdown rows (even one), or two or more rows of cells as extraction writes them (one
         # "a | b" line in prose is prose). Each row is a unit of its own, with its header: a whole table
         # quoted as one sentence answers nothing ("Who manages the East region?").
-        cells = table_cells(line)
-        if cells is not None and (stripped.startswith("|") or (i + 1 < len(lines) and table_cells(lines[i + 1]) is not None)):
+        markdown = stripped.startswith("|")
+        followed = i + 1 < len(lines) and table_cells(lines[i + 1]) is not None
+        if table_cells(line) is not None and (markdown or followed):
             flush()
-            markdown = stripped.startswith("|")
             rows = []
-            while i < len(lines) and (cells := table_cells(lines[i])) is not None and lines[i].strip().startswith("|") == markdown:
+            while i < len(lines) and lines[i].strip().startswith("|") == markdown:
+                cells = table_cells(lines[i])
+                if cells is None:
+                    break
                 rows.append(cells)
                 i += 1
             for row in _row_units(rows):

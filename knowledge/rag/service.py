@@ -364,7 +364,9 @@ class RAGService:
         # Semantic search ranks by cosine alone, so a deeper page has the same order: read one deep enough
         # to make up for the hits _readable leaves out. (Hybrid's candidate lists depend on the limit: its
         # page stays the caller's.)
-        deeper = dataclasses.replace(query, limit=min(limits.MAX_LIMIT, 2 * query.limit + 8)) if mode is SearchMode.SEMANTIC else query
+        deeper = query
+        if mode is SearchMode.SEMANTIC:
+            deeper = dataclasses.replace(query, limit=min(limits.MAX_LIMIT, 2 * query.limit + 8))
         return _readable(_recheck_hits(deeper, await self.backend.search(deeper)), self.embedder)[: query.limit]
 
     # --- the knowledge graph (an optional capability of the backend) ---------------------------
