@@ -54,12 +54,13 @@ def test_a_fenced_code_block_is_quoted_whole() -> None:
     assert code in answer  # newlines and indentation kept, not "``python def brew…``"
 
 
-def test_list_items_and_tables_are_units_of_their_own() -> None:
-    text = "Steps:\n\n- Grind the beans\n  just before brewing.\n- Pour water at 94 degrees.\n\n| Region | Growth |\n| EU | 12% |"
+def test_list_items_and_table_rows_are_units_of_their_own() -> None:
+    text = ("Steps:\n\n- Grind the beans\n  just before brewing.\n- Pour water at 94 degrees.\n\n"
+            "| Region | Growth |\n| --- | ---: |\n| EU | 12% |\n| Asia | 9% |")
     units = units_of(1, text)
     assert [(u.kind, u.text) for u in units] == [
         ("item", "Grind the beans just before brewing."), ("item", "Pour water at 94 degrees."),
-        ("table", "| Region | Growth |\n| EU | 12% |"),
+        ("row", "Region | Growth \u2014 EU | 12%"), ("row", "Region | Growth \u2014 Asia | 9%"),
     ]
 
 

@@ -5,8 +5,9 @@ reported exactly like a hosted model. It does not generate: it reads the
 numbered ``<passage>`` blocks that ``chat.prompting`` puts into the system
 message, picks the sentences that answer the user's last message
 (``chat.llm.selection``: BM25 and the local embedder's cosine similarity, a
-relevance floor, no near-duplicates, no page furniture, list items, tables and
-code blocks whole) and quotes them with their citation markers, so only the
+relevance floor, no near-duplicates, no page furniture, list items and code
+blocks whole, a table row with its header, Chinese and Japanese sentences too)
+and quotes them with their citation markers, so only the
 passages it quoted are cited. When no sentence reaches the floor, it says the
 knowledge base does not seem to answer and names the closest documents. Usage
 is counted in words and punctuation marks, which is what "tokens" means for
@@ -179,9 +180,14 @@ def _sentence_embedder() -> rag.Embedder | None:
 
 async def _embed(texts: list[str]) -> list[list[float]] | None:
     """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
-    when there is no embedder or it failed (the selection then uses BM25 alone)."""
+    when there is no embedder, it cannot read the question (``texts[0]``, as ``select`` asks;
+    ``knowledge.rag.scripts``) or it failed: the selection then uses BM25 alone."""
     embedder = _sentence_embedder()
     if embedder is None or not texts:
+        return None
+    if not rag.reads(embedder, texts[0]):
+        # An English model's cosines to a Chinese question are noise that the relevance floor would
+        # take for meaning (declining every CJK question): the question's terms decide instead.
         return None
     # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
     # one (a settings change, a test's fake) must not be answered with another's vectors.
@@ -285,16 +291,17 @@ def _reply(chosen: Selection, titles: dict[int, str]) -> str:
 
 
 def render(chosen: Selection) -> str:
-    """The answer text: sentences quoted as bullets (or as one paragraph for a summary), items as
-    bullets, tables and code blocks verbatim on their own lines; every unit followed by its marker."""
+    """The answer text: sentences quoted as bullets (or as one paragraph for a summary), items and table
+    rows (after their header) as bullets, code blocks verbatim on their own lines; every unit followed
+    by its marker."""
     shape = chosen.instruction.shape
     if shape == "summary" and all(u.kind == "sentence" for u in chosen.units):
         return SUMMARY_INTRO + "\n\n" + " ".join(f"{u.text} [{u.passage}]" for u in chosen.units)
     lines: list[str] = []
     for unit in chosen.units:
-        if unit.kind in ("code", "table"):
+        if unit.kind == "code":
             lines.append(f"\n{unit.text}\n\n[{unit.passage}]\n")
-        elif unit.kind == "item" or shape == "list":
+        elif unit.kind in ("item", "row") or shape == "list":
             lines.append(f"- {unit.text} [{unit.passage}]")
         else:
             lines.append(f"- \u201c{unit.text}\u201d [{unit.passage}]")

@@ -1,13 +1,14 @@
 """Which sentences of the retrieved passages answer the question: the offline model's whole judgement.
 
 ``select(question, passages, vectors=...)`` splits the numbered passages into *units*
-(sentences of paragraphs; list items, tables and fenced code blocks whole), drops page
-furniture with the detector extraction uses (``knowledge.rag.boilerplate``), and scores
-every unit against the question with the two signals Quarry has offline:
+(sentences of paragraphs, Chinese and Japanese ones ending at 。！？; list items and fenced
+code blocks whole; each table row with its header row), drops page furniture with the detector
+extraction uses (``knowledge.rag.boilerplate``), and scores every unit against the question
+with the two signals Quarry has offline:
 
 - BM25 over the question's content terms (a small in-process index over the candidate
   units: the passages are few, so the IDF is theirs, not the corpus's), normalized by the
-  best unit's score;
+  best unit's score; CJK text, written without spaces, gives character bigrams as terms;
 - a cosine similarity to the question: in the chat pipeline, the passage's own (its stored
   chunk vector, which retrieval has just compared with the question's; handed over through
   ``passage_similarities``), standing for each of its units', so answering embeds nothing;
@@ -35,6 +36,10 @@ question's terms are covered, or the next unit scores well below the first, or t
 reached its length budget. Instructions in the question ("in two sentences", "list",
 "summarise", "quote") set the count and the shape.
 
+A unit written in another script than the question (``knowledge.rag.scripts``: a Chinese
+sentence for an English question, or the reverse) is never a candidate: an extractive answer
+quotes the question's language, and an English embedder's cosine between the two is noise.
+
 No sentence above the floor means the passages do not answer: ``Selection.units`` is empty
 and the caller says so instead of quoting the nearest text.
 """
@@ -51,8 +56,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from knowledge.rag.boilerplate import is_boilerplate_line, normalize_line
+from knowledge.rag.scripts import CJK_CLASS, CJK_RUN, script_of
 
-UnitKind = Literal["sentence", "item", "table", "code"]
+UnitKind = Literal["sentence", "item", "row", "code"]
 Shape = Literal["quote", "list", "summary"]
 Vectors = Callable[[list[str]], list[list[float]] | None]
 
@@ -64,6 +70,21 @@ _QUOTE_MARK = re.compile(r"^\s*>\s?")
 # A sentence ends at . ! ? (and closing quotes or brackets) before white space and a capital,
 # a digit or an opening quote; "G. Stanley Hall" and "e.g. this" are re-joined below.
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
+# Chinese and Japanese end a sentence at 。！？ (or their halfwidth forms), with no space after: a split
+# after the mark and any closing quotes or brackets. "!" and "?" count only after a CJK character
+# (an English "Really?" is _SENTENCE_END's), so does "." before a space (Korean's full stop: _SENTENCE_END
+# wants a capital next), and the fullwidth full stop not before a digit (３．５).
+_CJK_SENTENCE_END = re.compile(
+    rf"(?:[\u3002\uff01\uff1f\uff61]+|\uff0e(?![0-9\uff10-\uff19])|(?<=[{CJK_CLASS}])(?:[!?]+|\.+(?=\s)))"
+    r"[\u300d\u300f\uff09\u300b\u3011\u3015\"'\u201d\u2019)\]]*"
+)
+# The words of a text, CJK runs apart from the rest ("Quarry的价格" is "Quarry" and "的价格"): a CJK run has
+# no spaces between its words, so it becomes overlapping character bigrams (cjk_terms), as the keyword index does.
+_TOKEN = re.compile(rf"[{CJK_CLASS}]+|(?:(?![{CJK_CLASS}])\w)+")
+# Characters that are grammar, not content (Chinese particles and pronouns, Japanese particles): a bigram
+# holding one ("的价" of "咖啡豆的价格", "格は" of "価格は") matches sentences on the grammar they share.
+_CJK_FUNCTION = frozenset("的了是在和与及或吗呢吧啊呀也都就这那个之其把被从对为于着过么哪谁什我你他她它们" "のはがをにでともへやかねよ")
+_CJK_STOP_BIGRAMS = frozenset("多少 怎样 如何 いく くら どこ いつ だれ".split())  # question words: asked, not answered
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof st sr jr vs etc inc ltd co corp no nos vol fig eg ie al approx dept est gen gov jan feb mar apr "
     "jun jul aug sep sept oct nov dec mt ft lt col sgt rev u.s u.k".split()
@@ -166,7 +187,7 @@ class Unit:
     passage: int  # the passage's citation number in the prompt
     position: int  # order inside the passage
     kind: UnitKind
-    text: str  # as quoted: one line for sentences and items, verbatim lines for tables and code
+    text: str  # as quoted: one line for sentences, items and table rows (after their header), verbatim lines for code
     terms: tuple[str, ...]  # stemmed content terms, with repeats (BM25 term frequency)
 
 
@@ -228,9 +249,40 @@ def _stem(word: str) -> str:
     return word
 
 
+def cjk_terms(run: str) -> list[str]:
+    """The terms of a run of CJK characters: its overlapping character bigrams ("云南咖啡" -> 云南, 南咖,
+    咖啡), those holding a function character or asking the question left out; a one-character run is
+    its character, unless that is a function character."""
+    if len(run) == 1:
+        return [] if run in _CJK_FUNCTION else [run]
+    bigrams = (run[i:i + 2] for i in range(len(run) - 1))
+    return [b for b in bigrams
+            if b[0] not in _CJK_FUNCTION and b[1] not in _CJK_FUNCTION and b not in _CJK_STOP_BIGRAMS]
+
+
 def term_list(text: str) -> tuple[str, ...]:
-    """Stemmed content words of ``text`` in order, repeats kept (stop words and one-letter words dropped)."""
-    return tuple(_stem(w) for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOPWORDS and len(w) > 1)
+    """Content terms of ``text`` in order, repeats kept: stemmed words (stop words and one-letter words
+    dropped), and for CJK runs their bigrams (``cjk_terms``)."""
+    if not CJK_RUN.search(text):  # the common case, in one pass (this runs for every unit of every answer)
+        return tuple(_stem(w) for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOPWORDS and len(w) > 1)
+    terms: list[str] = []
+    for token in _TOKEN.findall(text):
+        if CJK_RUN.match(token):
+            terms += cjk_terms(token)
+            continue
+        word = token.lower()
+        if word not in _STOPWORDS and len(word) > 1:
+            terms.append(_stem(word))
+    return tuple(terms)
+
+
+def word_count(text: str) -> int:
+    """About how many words ``text`` holds: its space-separated words, and a word per two CJK characters
+    (Chinese and Japanese words are mostly one or two characters, written without spaces)."""
+    runs = CJK_RUN.findall(text)
+    if not runs:
+        return len(text.split())
+    return len(CJK_RUN.sub(" ", text).split()) + sum(len(run) for run in runs) // 2
 
 
 def instruction_of(question: str) -> Instruction:
@@ -257,8 +309,20 @@ def instruction_of(question: str) -> Instruction:
 # --- Units --------------------------------------------------------------------------------
 
 
+def _split_cjk(piece: str) -> list[str]:
+    """``piece`` split after each CJK sentence end (``_CJK_SENTENCE_END``), the marks kept with their sentence."""
+    out: list[str] = []
+    start = 0
+    for end in _CJK_SENTENCE_END.finditer(piece):
+        out.append(piece[start:end.end()])
+        start = end.end()
+    return [*out, piece[start:]]
+
+
 def _split_sentences(paragraph: str) -> list[str]:
     pieces = _SENTENCE_END.split(paragraph)
+    if CJK_RUN.search(paragraph):
+        pieces = [part for piece in pieces for part in _split_cjk(piece)]
     out: list[str] = []
     for piece in pieces:
         piece = piece.strip()
@@ -274,8 +338,48 @@ def _split_sentences(paragraph: str) -> list[str]:
     return out
 
 
+def _join_lines(lines: list[str]) -> str:
+    """A paragraph's lines as one text: joined by a space, except where a CJK line wraps onto the next
+    (CJK puts no space between words, so the space would split one)."""
+    joined = lines[0]
+    for line in lines[1:]:
+        wrapped = CJK_RUN.match(line) and (CJK_RUN.search(joined[-1:]) or _CJK_SENTENCE_END.search(joined[-1:]))
+        joined += line if wrapped else f" {line}"
+    return joined
+
+
+_TABLE_SEPARATOR = re.compile(r"^:?-{3,}:?$")
+
+
+def table_cells(line: str) -> list[str] | None:
+    """The cells of a table row, or None when ``line`` is not one: a Markdown row (``| a | b |``), or a
+    row of a table extraction wrote (``a | b``: knowledge.extraction's Word, Excel, HTML and slide tables;
+    ``a<TAB>b``: tab-separated text)."""
+    stripped = line.strip()
+    if "\t" in stripped:
+        cells = stripped.split("\t")
+    elif stripped.startswith("|") or " | " in stripped:
+        cells = stripped.strip("|").split("|")
+    else:
+        return None
+    cells = [c.strip() for c in cells]
+    return cells if len(cells) >= 2 or stripped.startswith("|") else None
+
+
+def _row_units(rows: list[list[str]]) -> list[str]:
+    """A table's quotable rows: each data row after its header row (the first), "Region | Manager — East |
+    Yuki Tanabe", so a row quoted alone still says what its cells are; a header alone is itself.
+    Markdown's separator row (``| --- |``) is no row."""
+    rows = [r for r in rows if not all(_TABLE_SEPARATOR.match(c) for c in r if c)]  # an empty row goes too
+    if not rows:
+        return []
+    header, *data = (" | ".join(r) for r in rows)
+    return [f"{header} \u2014 {row}" for row in data] or [header]
+
+
 def units_of(number: int, text: str) -> list[Unit]:
-    """The quotable units of one passage: sentences, list items, tables and code blocks, furniture dropped."""
+    """The quotable units of one passage: sentences (CJK ones too), list items, table rows with their
+    header and code blocks, furniture dropped."""
     units: list[Unit] = []
     lines = text.split("\n")
     paragraph: list[str] = []
@@ -285,7 +389,7 @@ def units_of(number: int, text: str) -> list[Unit]:
         body = body.strip()
         if not body:
             return
-        words = len(body.split())
+        words = word_count(body)
         if kind == "sentence" and words < 4:  # headings and fragments quote badly
             return
         if kind == "item" and words < 2:
@@ -294,7 +398,7 @@ def units_of(number: int, text: str) -> list[Unit]:
 
     def flush() -> None:
         if paragraph:
-            for sentence in _split_sentences(" ".join(paragraph)):
+            for sentence in _split_sentences(_join_lines(paragraph)):
                 if not is_boilerplate_line(sentence):
                     add("sentence", sentence)
             paragraph.clear()
@@ -319,13 +423,22 @@ def units_of(number: int, text: str) -> list[Unit]:
             flush()
             i += 1
             continue
-        if stripped.startswith("|"):
+        # A table: Markdown rows (even one), or two or more rows of cells as extraction writes them (one
+        # "a | b" line in prose is prose). Each row is a unit of its own, with its header: a whole table
+        # quoted as one sentence answers nothing ("Who manages the East region?").
+        markdown = stripped.startswith("|")
+        followed = i + 1 < len(lines) and table_cells(lines[i + 1]) is not None
+        if table_cells(line) is not None and (markdown or followed):
             flush()
-            table = []
-            while i < len(lines) and lines[i].strip().startswith("|"):
-                table.append(lines[i].rstrip())
+            rows = []
+            while i < len(lines) and lines[i].strip().startswith("|") == markdown:
+                cells = table_cells(lines[i])
+                if cells is None:
+                    break
+                rows.append(cells)
                 i += 1
-            add("table", "\n".join(table))
+            for row in _row_units(rows):
+                add("row", row)
             continue
         if _ITEM.match(line):
             flush()
@@ -389,6 +502,7 @@ class _Prepared:
     lexical: list[float]  # BM25 / the best unit's BM25, plus the answer-type bonus
     ranks: dict[int, int]  # passage number -> retrieval rank (0 best)
     shortlist: list[int]  # indexes of the units worth embedding, in unit order
+    foreign: list[bool]  # per unit: written in another script than the question (never quoted)
 
 
 def _prepare(question: str, passages: Sequence[tuple[int, str]], tuning: Tuning) -> _Prepared:
@@ -403,9 +517,12 @@ def _prepare(question: str, passages: Sequence[tuple[int, str]], tuning: Tuning)
     lexical = [score / best + (tuning.type_weight if score > 0 and holds_answer_type(u.text, kind, asked) else 0.0)
                for u, score in zip(units, bm25, strict=True)]
     ranks = {number: r for r, number in enumerate(dict.fromkeys(n for n, _ in passages))}
+    script = script_of(question)
+    foreign = [script is not None and script_of(u.text) not in (None, script) for u in units]
     # The units worth embedding: the best ``embed_limit`` lexically, earlier passages first on ties.
-    order = sorted(range(len(units)), key=lambda i: (-lexical[i], ranks[units[i].passage], units[i].position))
-    return _Prepared(units, query, lexical, ranks, sorted(order[: tuning.embed_limit]))
+    order = sorted((i for i in range(len(units)) if not foreign[i]),
+                   key=lambda i: (-lexical[i], ranks[units[i].passage], units[i].position))
+    return _Prepared(units, query, lexical, ranks, sorted(order[: tuning.embed_limit]), foreign)
 
 
 def embedding_texts(
@@ -436,6 +553,7 @@ def select(
     titles = titles or {}
     prepared = _prepare(question, passages, tuning)
     units, query, lexical, ranks, shortlist = prepared.units, prepared.query, prepared.lexical, prepared.ranks, prepared.shortlist
+    foreign = prepared.foreign
     if not units:
         return Selection([], instruction, [n for n, _ in passages][:3])
     best_lexical = 1.0  # _prepare normalized BM25 by the best unit's
@@ -469,8 +587,11 @@ def select(
         else:
             scores.append(lexical[i] / best_lexical + bonus)
             passing.append(lexical[i] > 0)
-    closest = list(dict.fromkeys(units[i].passage for i in sorted(range(len(units)), key=lambda i: -scores[i])))[:3]
-    candidates = [i for i in range(len(units)) if passing[i]]
+    # The documents to name when nothing answers: the question's language's first (a Chinese note is not
+    # "the closest document" to an English question whatever its cosine).
+    native = [i for i in range(len(units)) if not foreign[i]] or list(range(len(units)))
+    closest = list(dict.fromkeys(units[i].passage for i in sorted(native, key=lambda i: -scores[i])))[:3]
+    candidates = [i for i in range(len(units)) if passing[i] and not foreign[i]]
     if not candidates:
         return Selection([], instruction, closest)
     limit = instruction.count or (max(tuning.max_units, 5) if instruction.shape == "list" else tuning.max_units)
@@ -547,7 +668,8 @@ def select(
             # the one holding what the question asks for first.
             for i, unit in enumerate(units):
                 hopped = bridged[i] or (tuning.title_weight and unit.passage in named)
-                if hopped and unit.passage not in used and i not in candidates and i not in picked and not passing[i]:
+                if (hopped and unit.passage not in used and i not in candidates and i not in picked and not passing[i]
+                        and not foreign[i]):
                     typed = tuning.type_weight if holds_answer_type(unit.text, kind, asked) else 0.0
                     weight, floor = ((tuning.semantic_weight, tuning.floor) if embedded is not None
                                      else (tuning.passage_weight, similarity.get(unit.passage, tuning.passage_floor))

@@ -43,6 +43,7 @@ from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRela
 from knowledge.rag.factory import default_embedder, tenant_embedder, tenant_service
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
+from knowledge.rag.scripts import reads, script_of
 from knowledge.rag.types import (
     Chunker,
     DocumentStore,
@@ -66,7 +67,7 @@ __all__ = [
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
-    "EmbeddingModelChanged",
+    "EmbeddingModelChanged", "reads", "script_of",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 

@@ -305,6 +305,8 @@ class LocalEmbedder(_OnnxBertEmbedder):
     # See ``relevance_floor`` (knowledge.rag.types). On SciFact and MuSiQue queries against the
     # other collection's passages (off-topic by construction), 3.3% and 2% of queries had one above it.
     relevance_floor: float = 0.30
+    # Trained on English: its vector of a Chinese or Japanese text is noise (knowledge.rag.scripts).
+    scripts: frozenset[str] = frozenset({"latin"})
 
     @staticmethod
     def _files() -> tuple[Path, Path]:
@@ -329,6 +331,8 @@ class BgeSmallEmbedder(_OnnxBertEmbedder):
     # no SciFact or MuSiQue query had an off-topic passage above it (150 of each against 300 of the
     # other collection's), and 97% / 68% of the judged passages were above it (MiniLM at 0.30: 94% / 73%).
     relevance_floor: float = 0.60
+    # An English model: a short CJK text's vector sits at 0.45-0.6 from any English question (knowledge.rag.scripts).
+    scripts: frozenset[str] = frozenset({"latin"})
 
     @staticmethod
     def _files() -> tuple[Path, Path]:

@@ -15,6 +15,7 @@ when present, never required.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from typing import Any, Self
 
 from knowledge.rag import limits
 from knowledge.rag.chunking import FixedSizeChunker, chunker_output, locate
+from knowledge.rag.scripts import reads, scripts_read_by
 from knowledge.rag.errors import (
     BackendContractError,
     ConfigurationError,
@@ -315,6 +317,11 @@ class RAGService:
         ``rerank`` (cosine re-ordering of the fused candidates) reaches the backend only
         when it declares ``supports_rerank``; other backends rank as they do. ``graph``:
         hybrid search with the knowledge graph's leg (see ``graph_search``).
+
+        Cosines count only where the embedder reads the text (``knowledge.rag.scripts``): a query
+        in a script it does not read makes hybrid search keyword search and semantic search empty;
+        a hit whose text it does not read loses ``semantic_similarity``, and is left out when only
+        its cosine found it.
         """
         chosen_fusion = self.fusion if fusion is None else Fusion.parse(fusion)
         chosen_weight = self.fusion_weight if fusion_weight is None else check_fusion_weight(fusion_weight)
@@ -337,8 +344,13 @@ class RAGService:
             await self.follow_namespace_model()
             if self.embedder is None:
                 raise ConfigurationError(self._no_embedder(f"{mode.value} search"))
-            vector = (await self._embed_checked([text], kind="query"))[0]
-            model_id = embedder_model_id(self.embedder, len(vector))
+            if reads(self.embedder, text):
+                vector = (await self._embed_checked([text], kind="query"))[0]
+                model_id = embedder_model_id(self.embedder, len(vector))
+            elif mode is SearchMode.SEMANTIC:
+                return ()  # the model cannot read the query (knowledge.rag.scripts): every cosine would be noise
+            else:
+                mode = SearchMode.KEYWORD  # likewise: hybrid search is its keyword leg alone
         wants_rerank = self.rerank if rerank is None else bool(rerank)
         query = RAGQuery(
             probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
@@ -347,8 +359,15 @@ class RAGService:
         )
         if not self._started:
             await self.start()
-        hits = await self.backend.search(query)
-        return _recheck_hits(query, hits)
+        if vector is None or scripts_read_by(self.embedder) is None:
+            return _recheck_hits(query, await self.backend.search(query))
+        # Semantic search ranks by cosine alone, so a deeper page has the same order: read one deep enough
+        # to make up for the hits _readable leaves out. (Hybrid's candidate lists depend on the limit: its
+        # page stays the caller's.)
+        deeper = query
+        if mode is SearchMode.SEMANTIC:
+            deeper = dataclasses.replace(query, limit=min(limits.MAX_LIMIT, 2 * query.limit + 8))
+        return _readable(_recheck_hits(deeper, await self.backend.search(deeper)), self.embedder)[: query.limit]
 
     # --- the knowledge graph (an optional capability of the backend) ---------------------------
 
@@ -649,6 +668,22 @@ def _document_store(backend: object) -> DocumentStore | None:
 
 def _is_sequence(value: object) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _readable(hits: tuple[RAGHit, ...], embedder: object) -> tuple[RAGHit, ...]:
+    """``hits`` without the cosines ``embedder`` cannot vouch for (``knowledge.rag.scripts``): a hit whose
+    text it cannot read loses its ``semantic_similarity``, and goes when only that cosine found it (an
+    English model puts short Chinese texts at 0.45-0.6 from any English question). Order and scores are
+    the backend's, so what remains is still best first."""
+    if scripts_read_by(embedder) is None:
+        return hits
+    kept: list[RAGHit] = []
+    for hit in hits:
+        if reads(embedder, hit.chunk.text):
+            kept.append(hit)
+        elif hit.keyword_score is not None or hit.graph_path:
+            kept.append(dataclasses.replace(hit, semantic_similarity=None))
+    return tuple(kept)
 
 
 def _recheck_hits(query: RAGQuery, hits: object) -> tuple[RAGHit, ...]:
