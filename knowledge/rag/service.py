@@ -24,6 +24,7 @@ from typing import Any, Self
 
 from knowledge.rag import limits
 from knowledge.rag.chunking import FixedSizeChunker, chunker_output, locate
+from knowledge.rag.fusion import FUSION_DEPTH
 from knowledge.rag.scripts import reads, scripts_read_by
 from knowledge.rag.errors import (
     BackendContractError,
@@ -361,12 +362,11 @@ class RAGService:
             await self.start()
         if vector is None or scripts_read_by(self.embedder) is None:
             return _recheck_hits(query, await self.backend.search(query))
-        # Semantic search ranks by cosine alone, so a deeper page has the same order: read one deep enough
-        # to make up for the hits _readable leaves out. (Hybrid's candidate lists depend on the limit: its
-        # page stays the caller's.)
-        deeper = query
-        if mode is SearchMode.SEMANTIC:
-            deeper = dataclasses.replace(query, limit=min(limits.MAX_LIMIT, 2 * query.limit + 8))
+        # A deeper page has the same order, so read one deep enough to make up for the hits _readable
+        # leaves out: semantic search ranks by cosine alone, and hybrid search fuses its legs' top
+        # FUSION_DEPTH whatever the page's size up to that depth.
+        cap = limits.MAX_LIMIT if mode is SearchMode.SEMANTIC else max(query.limit, FUSION_DEPTH)
+        deeper = dataclasses.replace(query, limit=min(cap, 2 * query.limit + 8))
         return _readable(_recheck_hits(deeper, await self.backend.search(deeper)), self.embedder)[: query.limit]
 
     # --- the knowledge graph (an optional capability of the backend) ---------------------------
