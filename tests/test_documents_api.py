@@ -229,6 +229,17 @@ def test_uploading_the_same_name_again_versions_its_document_whatever_the_unicod
     assert versions == {(first[0], 2, COFFEE), ("cafe.txt", 2, CAFE)}
 
 
+def test_a_file_uploaded_under_the_earlier_rule_is_versioned_under_its_old_id(world: World) -> None:
+    # What the earlier rule left: café.txt uploaded as 'caf-.txt', 咖啡指南.md as 'md'.
+    for old_id, name in (("caf-.txt", "café.txt"), ("md", "咖啡指南.md")):
+        assert ingest(world.client(world.editor), {"id": old_id, "text": "Old version."}).status_code == 200
+        Document.objects.filter(tenant=world.acme, external_id=old_id).update(source_name=name)
+    response = upload_files(world, ("café.txt", CAFE.encode()), ("咖啡指南.md", COFFEE.encode()))
+    assert response.status_code == 202 and response.json()["document_ids"] == ["caf-.txt", "md"]
+    process_queued()
+    assert {(d.external_id, d.version, d.text) for d in Document.objects.filter(tenant=world.acme)} == {("caf-.txt", 2, CAFE), ("md", 2, COFFEE)}
+
+
 def test_a_file_whose_id_belongs_to_another_file_gets_a_new_id_and_replaces_nothing(world: World) -> None:
     assert upload_files(world, ("cafe.txt", b"Plain ASCII cafe.")).json()["document_ids"] == ["cafe.txt"]
     assert ingest(world.client(world.editor), {"id": "notes.txt", "text": "Sent as JSON."}).status_code == 200

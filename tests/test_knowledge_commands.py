@@ -68,6 +68,23 @@ def test_ingest_command_gives_every_file_its_own_document_whatever_its_name_and_
     assert not {ids["咖啡指南.md"], ids["日本茶.md"]} & {"md"}
 
 
+def test_ingest_command_finds_the_documents_an_earlier_run_indexed_and_versions_them(db: None, tmp_path: Path) -> None:
+    from knowledge import rag
+    from knowledge.services.documents import document_ingest
+    from tests.embedders import BagOfWordsEmbedder
+
+    tenant = make_tenant("acme")
+    (tmp_path / "notes.txt").write_text("New notes.")
+    (tmp_path / "café.txt").write_text("New cafe.")
+    # What a run before metadata.source_path indexed: ids by the earlier rule, the file known by its URI.
+    document_ingest(tenant=tenant, actor="cli", embedder=BagOfWordsEmbedder(), documents=[
+        rag.RAGDocument(old_id, "Old text.", uri=(tmp_path / name).resolve().as_uri(), metadata={"source_name": name})
+        for old_id, name in (("notes.txt", "notes.txt"), ("caf-.txt", "café.txt"))
+    ])
+    call_command("ingest", str(tmp_path), "--tenant", "acme", stdout=io.StringIO(), stderr=io.StringIO())
+    assert sorted(Document.objects.values_list("external_id", "version", "text")) == [("caf-.txt", 2, "New cafe."), ("notes.txt", 2, "New notes.")]
+
+
 def test_ingest_command_needs_an_existing_tenant(db: None, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="tenant 'ghost' does not exist"):
         call_command("ingest", str(tmp_path), "--tenant", "ghost")

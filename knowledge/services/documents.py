@@ -35,7 +35,7 @@ from knowledge.rag import factory, limits
 from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import state
-from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name
+from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
 DEFAULT: Literal["default"] = "default"
 EmbedderChoice = Embedder | None | Literal["default"]
@@ -68,8 +68,11 @@ def recorded_file_name(document: Document) -> str:
     return unicodedata.normalize("NFC", recorded) if isinstance(recorded, str) else ""
 
 
-def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False) -> str:
+def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False, uri: str = "") -> str:
     """The id under which a file of this name is indexed into ``tenant`` (``manage.py ingest``).
+
+    ``uri`` (where the file lives) also identifies it: documents the command indexed before it
+    recorded ``metadata.source_path`` are known by their URI only.
 
     The rule of ``_claim_for_file``, read without locks: the caller writes with ``document_ingest``
     in a transaction of its own, so a concurrent upload deriving the same id from another name
@@ -78,8 +81,14 @@ def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False) ->
     when every candidate id belongs to another file.
     """
     wanted, candidates = _file_candidates(name, folders=folders)
-    owners = {d.external_id: recorded_file_name(d) for d in Document.objects.filter(tenant=tenant, external_id__in=candidates)}
-    chosen = _choose_file_id(wanted, candidates, owners)
+    legacy = legacy_document_ids(wanted, folders=folders)
+
+    def owner(document: Document) -> str:
+        recorded = recorded_file_name(document)
+        return wanted if not recorded and uri and document.uri == uri else recorded
+
+    owners = {d.external_id: owner(d) for d in Document.objects.filter(tenant=tenant, external_id__in=[*candidates, *legacy])}
+    chosen = _choose_file_id(wanted, candidates, owners, legacy)
     if chosen is None:
         raise _taken(wanted, candidates)
     return chosen
@@ -434,14 +443,15 @@ def _recordable_name(upload: UploadedFile, fallback: str) -> str:
         return fallback
 
 
-def _choose_file_id(name: str, candidates: Sequence[str], owners: Mapping[str, str]) -> str | None:
-    """The candidate a file called ``name`` gets, given ``owners`` (existing id -> its recorded file name).
+def _choose_file_id(name: str, candidates: Sequence[str], owners: Mapping[str, str], legacy: Sequence[str] = ()) -> str | None:
+    """The id a file called ``name`` gets, given ``owners`` (existing id -> its recorded file name).
 
-    The document of the same name first, wherever it is (its readable id may have been taken by
-    another file since); else the first free candidate; else None: every candidate belongs to
-    another file, and replacing it would lose that file.
+    The document of the same name first, wherever it is: under a candidate (its readable id may
+    have been taken by another file since) or under the id the earlier rule gave it (``legacy``);
+    else the first free candidate; else None: every candidate belongs to another file, and
+    replacing it would lose that file.
     """
-    same = [c for c in candidates if owners.get(c, None) == name]
+    same = [c for c in (*candidates, *legacy) if owners.get(c, None) == name]
     free = [c for c in candidates if c not in owners]
     return (same or free or [None])[0]
 
@@ -453,10 +463,10 @@ def _claim_for_file(tenant: Tenant, name: str) -> Document:
     upload may create the chosen id between our read and our insert (then ``get_or_create``
     returns its row, of another name, and we choose again instead of replacing it).
     """
-    candidates = document_id_candidates(name)
+    candidates, legacy = document_id_candidates(name), legacy_document_ids(name)
     for _attempt in range(len(candidates) + 1):
-        rows = Document.objects.select_for_update().filter(tenant=tenant, external_id__in=candidates).order_by("external_id")
-        chosen = _choose_file_id(name, candidates, {d.external_id: recorded_file_name(d) for d in rows})
+        rows = Document.objects.select_for_update().filter(tenant=tenant, external_id__in=[*candidates, *legacy]).order_by("external_id")
+        chosen = _choose_file_id(name, candidates, {d.external_id: recorded_file_name(d) for d in rows}, legacy)
         if chosen is None:
             break
         document, created = _lock_or_create(tenant, chosen)

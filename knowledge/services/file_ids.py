@@ -90,6 +90,19 @@ def document_id_candidates(name: str, *, folders: bool = False) -> tuple[str, ..
     return (readable, hashed)
 
 
+def legacy_document_ids(name: str, *, folders: bool = False) -> tuple[str, ...]:
+    """The ids the rule before this one gave a file of this name (as sent in NFC or in NFD), so
+    that a file uploaded or ingested then is found again and versioned, not duplicated: every
+    character outside the id alphabet became ``-`` (``café.txt`` -> ``caf-.txt``, ``咖啡指南.md`` ->
+    ``md``). For lookups only: an upload never takes one of these ids for a new document."""
+    full = file_name(name, folders=folders)
+    keep = "A-Za-z0-9._/@+=-" if folders else "A-Za-z0-9._@+=-"
+    return tuple(dict.fromkeys(
+        (re.sub(f"[^{keep}]+", "-", unicodedata.normalize(form, full)).strip("-./" if folders else "-.") or "document")[:MAX_ID_CHARS]
+        for form in ("NFC", "NFD")
+    ))
+
+
 def document_id_from_filename(name: str) -> str:
     """The preferred id for a file of this name (``Q3 report.pdf`` -> ``Q3-report.pdf``); never raises:
     a name with nothing usable gives ``document``. Also the safe base of stored file names."""

@@ -55,10 +55,10 @@ class Command(BaseCommand):
                 if size > limit:
                     raise ExtractionError(f"{path.name} is {limits.describe_bytes(size)}, over the limit of {limits.describe_bytes(limit)}")
                 extracted = extract(path.read_bytes(), filename=path.name, max_bytes=limit)
-                relative = source_path(path, root)
+                relative, uri = source_path(path, root), path.resolve().as_uri()
                 doc = rag.RAGDocument(
-                    document_id_for_file(tenant=found, name=relative, folders=True), extracted.text,
-                    title=extracted.title or path.stem, uri=path.resolve().as_uri(),
+                    document_id_for_file(tenant=found, name=relative, folders=True, uri=uri), extracted.text,
+                    title=extracted.title or path.stem, uri=uri,
                     # source_path names the file the id belongs to (documents.recorded_file_name).
                     metadata={"source_name": path.name, "source_path": relative},
                 )
