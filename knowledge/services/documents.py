@@ -150,7 +150,7 @@ def document_upload_create(
     given: an existing id gets a new version, whatever its file. Without them each file's id
     comes from its name (``knowledge.services.file_ids``) and a file replaces only the document
     of the same file name (NFC: macOS's NFD names are the same name): re-uploading
-    ``café.txt`` versions it. When the readable id (``cafe.txt``) belongs to a document of
+    ``café.txt`` versions it (also under the id the earlier rule gave it). When the readable id (``cafe.txt``) belongs to a document of
     another file name (``cafe.txt``, or text with that id) the file gets the hashed id
     (``cafe-5996d1f7.txt``) instead: a new id rather than a refusal, because the editor asked
     for nothing wrong and the id is still derived from the name alone, so the next upload of
