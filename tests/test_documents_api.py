@@ -242,20 +242,31 @@ def test_a_file_uploaded_under_the_earlier_rule_is_versioned_under_its_old_id(wo
 
 def test_a_file_whose_id_belongs_to_another_file_gets_a_new_id_and_replaces_nothing(world: World) -> None:
     assert upload_files(world, ("cafe.txt", b"Plain ASCII cafe.")).json()["document_ids"] == ["cafe.txt"]
-    assert ingest(world.client(world.editor), {"id": "notes.txt", "text": "Sent as JSON."}).status_code == 200
-    response = upload_files(world, ("café.txt", CAFE.encode()), ("notes.txt", NOTES.encode()))
+    # Text at 'a-b.txt' answers to that id, so a file 'a b.txt' must not replace it; one named 'notes.txt' replaces the text at 'notes.txt'.
+    assert ingest(world.client(world.editor), {"id": "a-b.txt", "text": "Sent as JSON."}, {"id": "notes.txt", "text": "Old notes."}).status_code == 200
+    response = upload_files(world, ("café.txt", CAFE.encode()), ("a b.txt", b"Spaces."), ("notes.txt", NOTES.encode()))
     assert response.status_code == 202, response.content
-    accented, notes = response.json()["document_ids"]
-    assert accented.startswith("cafe-") and accented.endswith(".txt") and notes.startswith("notes-") and notes.endswith(".txt")
+    accented, spaced, notes = response.json()["document_ids"]
+    assert accented.startswith("cafe-") and spaced.startswith("a-b-") and notes == "notes.txt"
     # The next upload of the same name finds its own document, not the one holding the readable id.
     assert upload_files(world, ("café.txt", CAFE.encode())).json()["document_ids"] == [accented]
-    kept = {d.external_id: (d.source_name, d.source_text or d.text) for d in Document.objects.filter(tenant=world.acme, external_id__in=["cafe.txt", "notes.txt"])}
-    assert kept == {"cafe.txt": ("cafe.txt", ""), "notes.txt": ("", "Sent as JSON.")}
-    assert Document.objects.filter(tenant=world.acme).count() == 4
+    kept = {d.external_id: (d.source_name, d.source_text or d.text) for d in Document.objects.filter(tenant=world.acme, external_id__in=["cafe.txt", "a-b.txt"])}
+    assert kept == {"cafe.txt": ("cafe.txt", ""), "a-b.txt": ("", "Sent as JSON.")}
+    assert Document.objects.filter(tenant=world.acme).count() == 5
     # An id given on purpose still replaces whatever holds it: that is how a file replaces another.
     assert world.client(world.editor).post("/v1/documents/upload", {"files": files(("other.txt", b"x")), "ids": ["cafe.txt"]},
                                            format="multipart").json() == {"document_ids": ["cafe.txt"]}
     assert Document.objects.get(tenant=world.acme, external_id="cafe.txt").source_name == "other.txt"
+
+
+def test_a_file_whose_every_candidate_id_belongs_to_other_documents_is_refused_naming_it(world: World) -> None:
+    editor = world.client(world.editor)
+    assert ingest(editor, {"id": "cafe.txt", "text": "One."}, {"id": "cafe-5996d1f7.txt", "text": "Two."}).status_code == 200
+    response = upload_files(world, ("café.txt", CAFE.encode()))
+    assert response.status_code == 400
+    assert response.json()["fields"]["files"] == ["'café.txt' cannot get a document id: 'cafe.txt' and 'cafe-5996d1f7.txt' belong to "
+                                                  "documents of other files; rename the file, or give its id to replace one of them"]
+    assert sorted(Document.objects.values_list("external_id", "text")) == [("cafe-5996d1f7.txt", "Two."), ("cafe.txt", "One.")]
 
 
 def test_names_differing_in_case_punctuation_or_accents_get_distinct_ids_in_one_upload(world: World) -> None:

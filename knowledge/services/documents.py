@@ -57,22 +57,24 @@ class CancelResult:
     not_running: int  # nothing to cancel (ready or failed already)
 
 
-def recorded_file_name(document: Document) -> str:
-    """The name of the file a document came from, in NFC; empty when it came from text.
+def document_file_name(document: Document) -> str:
+    """The file name a document answers to (NFC): a file of this name replaces it, no other does.
 
     Uploads record ``source_name``; ``manage.py ingest`` records ``metadata.source_path`` (the
-    path below the folder it read, from which its id comes). Text sent through the API or pasted
-    clears ``source_name``: such a document belongs to no file name.
+    path below the folder it read, from which its id comes). A document made from text (sent
+    through the API or pasted, which clears ``source_name``) answers to its own id: a file named
+    exactly ``notes.md`` replaces the text at ``notes.md``, as it always did, while ``café.txt``
+    does not replace the text at ``cafe.txt``.
     """
     recorded = document.source_name or (document.metadata or {}).get("source_path") or ""
-    return unicodedata.normalize("NFC", recorded) if isinstance(recorded, str) else ""
+    return unicodedata.normalize("NFC", recorded) if recorded and isinstance(recorded, str) else document.external_id
 
 
 def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False, uri: str = "") -> str:
     """The id under which a file of this name is indexed into ``tenant`` (``manage.py ingest``).
 
     ``uri`` (where the file lives) also identifies it: documents the command indexed before it
-    recorded ``metadata.source_path`` are known by their URI only.
+    recorded ``metadata.source_path`` are known by their URI.
 
     The rule of ``_claim_for_file``, read without locks: the caller writes with ``document_ingest``
     in a transaction of its own, so a concurrent upload deriving the same id from another name
@@ -84,8 +86,7 @@ def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False, ur
     legacy = legacy_document_ids(wanted, folders=folders)
 
     def owner(document: Document) -> str:
-        recorded = recorded_file_name(document)
-        return wanted if not recorded and uri and document.uri == uri else recorded
+        return wanted if uri and document.uri == uri else document_file_name(document)
 
     owners = {d.external_id: owner(d) for d in Document.objects.filter(tenant=tenant, external_id__in=[*candidates, *legacy])}
     chosen = _choose_file_id(wanted, candidates, owners, legacy)
@@ -150,9 +151,10 @@ def document_upload_create(
     given: an existing id gets a new version, whatever its file. Without them each file's id
     comes from its name (``knowledge.services.file_ids``) and a file replaces only the document
     of the same file name (NFC: macOS's NFD names are the same name): re-uploading
-    ``café.txt`` versions it (also under the id the earlier rule gave it). When the readable id (``cafe.txt``) belongs to a document of
-    another file name (``cafe.txt``, or text with that id) the file gets the hashed id
-    (``cafe-5996d1f7.txt``) instead: a new id rather than a refusal, because the editor asked
+    ``café.txt`` versions it (also under the id the earlier rule gave it), and a file named
+    exactly as a text document's id replaces that text (``document_file_name``). When the
+    readable id (``cafe.txt``) belongs to a document of another file name (a file ``cafe.txt``,
+    or text at ``cafe.txt``) the file gets the hashed id (``cafe-5996d1f7.txt``) instead: a new id rather than a refusal, because the editor asked
     for nothing wrong and the id is still derived from the name alone, so the next upload of
     the same name finds the same document. Only when both candidates belong to other files
     (a hash collision, or ids chosen by hand) is the upload refused, naming the file.
@@ -466,11 +468,11 @@ def _claim_for_file(tenant: Tenant, name: str) -> Document:
     candidates, legacy = document_id_candidates(name), legacy_document_ids(name)
     for _attempt in range(len(candidates) + 1):
         rows = Document.objects.select_for_update().filter(tenant=tenant, external_id__in=[*candidates, *legacy]).order_by("external_id")
-        chosen = _choose_file_id(name, candidates, {d.external_id: recorded_file_name(d) for d in rows}, legacy)
+        chosen = _choose_file_id(name, candidates, {d.external_id: document_file_name(d) for d in rows}, legacy)
         if chosen is None:
             break
         document, created = _lock_or_create(tenant, chosen)
-        if created or recorded_file_name(document) == name:
+        if created or document_file_name(document) == name:
             return document
     raise _taken(name, candidates)
 

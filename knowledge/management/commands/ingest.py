@@ -59,7 +59,7 @@ class Command(BaseCommand):
                 doc = rag.RAGDocument(
                     document_id_for_file(tenant=found, name=relative, folders=True, uri=uri), extracted.text,
                     title=extracted.title or path.stem, uri=uri,
-                    # source_path names the file the id belongs to (documents.recorded_file_name).
+                    # source_path names the file the id belongs to (documents.document_file_name).
                     metadata={"source_name": path.name, "source_path": relative},
                 )
                 chunks += document_ingest(tenant=found, documents=[doc], actor=actor)
