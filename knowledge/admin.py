@@ -40,13 +40,13 @@ from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
     document_delete_many,
-    document_id_from_filename,
     document_reindex,
     document_retry,
     document_text_save,
     document_update,
     document_upload_create,
 )
+from knowledge.services.file_ids import document_id_from_filename
 from knowledge.forms import DocumentChangeForm, DocumentUploadForm, SearchForm, add_input_error
 from knowledge.rag import limits
 from knowledge.selectors import (

@@ -552,7 +552,8 @@ class DocumentUploadInputSerializer(ClosedSerializer):
     files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False, min_length=1,
                                   max_length=MAX_UPLOAD_FILES)
     ids = serializers.ListField(child=UploadIdField(trim_whitespace=False), required=False, max_length=MAX_UPLOAD_FILES,
-                                help_text="One per file, in order; default: from the file names.")
+                                help_text="One per file, in order; replaces what holds the id. Default: from the file names (a file "
+                                          "replaces only the document of the same name).")
     metadata = MetadataJSONField(required=False)
     title = UploadTitleField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
     uri = UploadUriField(required=False, allow_blank=True, default="", help_text="Single file only.")
@@ -574,7 +575,9 @@ class DocumentUploadApi(APIView):
         responses={202: DocumentUploadOutputSerializer},
         summary="Upload files for background processing (editor); poll GET /v1/documents/{id}",
         description="Each file at most QUARRY_UPLOAD_MAX_BYTES (a larger one: 413, and nothing is stored); `ids` "
-                    "(one per file) default to the file names; `title` and `uri` apply to a single file only. "
+                    "(one per file) default to ids from the file names (`café.txt` -> `cafe.txt`; letters an id cannot hold give "
+                    "8 hex digits of the name's hash: `笔记.txt` -> `cda88b16.txt`); a file replaces only the document of the "
+                    "same file name, and takes the hashed id when its readable one belongs to another file. `title` and `uri` apply to a single file only. "
                     f"A file's text may hold up to {limits.MAX_CHARS_PER_DOCUMENT:,} characters and be cut into up to "
                     f"{limits.MAX_CHUNKS_PER_INGEST:,} chunks: one over a bound ends `failed`, before any embedding, "
                     "with an `error` that states these limits.",

@@ -69,8 +69,8 @@ class DocumentUploadForm(forms.Form):
     )
     external_id = forms.CharField(
         required=False, max_length=200, label="Document id",
-        help_text="Optional for a single document (default: the file name, or the title of pasted text). "
-        "An existing id gets a new version.",
+        help_text="Optional for a single document (default: from the file name, or the title of pasted text). "
+        "An id given here gets a new version whatever holds it; without one, a file replaces only the document of the same file name.",
     )
     title = forms.CharField(required=False, max_length=limits.MAX_TITLE_CHARS, help_text="Single document only; default: from the file.")
     uri = forms.CharField(required=False, max_length=limits.MAX_URI_CHARS, label="URI", help_text="Single document only: where it lives.")

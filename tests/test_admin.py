@@ -86,6 +86,27 @@ def test_editor_uploads_several_files_through_the_form_with_csrf(staff: World, d
     assert b'data-status="queued"' in response.content and b"knowledge/admin/documents.js" in response.content
 
 
+def test_files_named_in_other_scripts_become_separate_documents_and_neither_replaces_the_other(staff: World) -> None:
+    """Issue 30: '咖啡指南.md' became id 'md', and '日本茶.md' then became its version 2."""
+    from knowledge.tasks import process_document
+
+    client = login(staff.editor)
+    for name, text in (("咖啡指南.md", "Espresso wants finely ground beans."), ("日本茶.md", "Sencha is steamed green tea.")):
+        response = client.post(ADD, {"tenant": staff.acme.pk, "files": [SimpleUploadedFile(name, text.encode())]}, follow=True)
+        assert response.redirect_chain[-1][0] == CHANGELIST
+        assert any(m.startswith(f"Queued 1 document for processing: {name}.") for m in messages_of(response)), messages_of(response)
+    for pk in Document.objects.filter(tenant=staff.acme).values_list("pk", flat=True):
+        process_document(pk)
+    documents = Document.objects.filter(tenant=staff.acme).order_by("source_name")
+    assert [(d.source_name, d.version, d.status, d.text) for d in documents] == [
+        ("咖啡指南.md", 1, "ready", "Espresso wants finely ground beans."), ("日本茶.md", 1, "ready", "Sencha is steamed green tea."),
+    ]
+    assert len({d.external_id for d in documents}) == 2 and all(d.external_id.endswith(".md") and d.external_id != "md" for d in documents)
+    # The list names each by its file, with the id beside it.
+    listing = client.get(CHANGELIST).content.decode()
+    assert all(f"{d.source_name} ({d.external_id})" in listing for d in documents)
+
+
 def test_upload_without_the_csrf_token_is_refused(staff: World) -> None:
     client = login(staff.editor, csrf=True)
     response = client.post(ADD, {"tenant": staff.acme.pk, "files": [SimpleUploadedFile("a.txt", b"a")]})

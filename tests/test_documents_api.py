@@ -172,6 +172,128 @@ def test_upload_input_errors_are_400_naming_the_field(world: World, data: dict[s
     assert not Document.objects.exists()
 
 
+# File names that are not plain ASCII (issue 30): ids distinct and recognisable, nothing replaced silently.
+
+COFFEE = "Espresso wants finely ground beans and about nine bars of pressure."
+TEA = "Sencha is steamed green tea; brew it at seventy degrees for one minute."
+NOTES = "Meeting notes: the lighthouse budget was approved."
+CAFE = "The corner cafe opens at seven and closes at noon."
+
+
+def upload_files(world: World, *pairs: tuple[str, bytes]):  # type: ignore[no-untyped-def]
+    return world.client(world.editor).post("/v1/documents/upload", {"files": files(*pairs)}, format="multipart")
+
+
+def process_queued() -> None:
+    """Run the document task on every queued document, as a django-q2 worker would."""
+    from knowledge.tasks import process_document
+
+    for pk in Document.objects.filter(status="queued").order_by("pk").values_list("pk", flat=True):
+        process_document(pk)
+
+
+def keyword_documents(world: World, query: str) -> list[str]:
+    response = world.client(world.teammate).post("/v1/search", {"query": query, "mode": "keyword"}, format="json")
+    assert response.status_code == 200, response.content
+    return [hit["document_id"] for hit in response.json()["hits"]]
+
+
+def test_non_ascii_file_names_become_distinct_documents_and_every_text_stays(world: World) -> None:
+    first = upload_files(world, ("咖啡指南.md", COFFEE.encode()))
+    second = upload_files(world, ("日本茶.md", TEA.encode()))
+    both = upload_files(world, ("笔记.txt", NOTES.encode()), ("café.txt", CAFE.encode()))
+    assert (first.status_code, second.status_code, both.status_code) == (202, 202, 202), both.content
+    [coffee], [tea], [notes, cafe] = first.json()["document_ids"], second.json()["document_ids"], both.json()["document_ids"]
+    assert cafe == "cafe.txt"  # accents transliterated, not '-'
+    assert len({coffee, tea, notes, cafe}) == 4 and coffee.endswith(".md") and tea.endswith(".md") and notes.endswith(".txt")
+    assert not {coffee, tea, notes} & {"md", "txt", "document"}  # the name's hash stands in for letters an id cannot hold
+    process_queued()
+    documents = {d.external_id: d for d in Document.objects.filter(tenant=world.acme)}
+    assert {i: (d.source_name, d.status, d.version, d.text) for i, d in documents.items()} == {
+        coffee: ("咖啡指南.md", "ready", 1, COFFEE), tea: ("日本茶.md", "ready", 1, TEA),
+        notes: ("笔记.txt", "ready", 1, NOTES), cafe: ("café.txt", "ready", 1, CAFE),
+    }
+    assert keyword_documents(world, "espresso") == [coffee] and keyword_documents(world, "sencha") == [tea]
+    listed = world.client(world.teammate).get("/v1/documents").json()
+    assert {d["id"] for d in listed["documents"]} == {coffee, tea, notes, cafe}
+
+
+def test_uploading_the_same_name_again_versions_its_document_whatever_the_unicode_form(world: World) -> None:
+    nfc, nfd = "café.txt", "cafe\u0301.txt"  # macOS sends the decomposed form
+    first = upload_files(world, ("咖啡指南.md", b"First coffee."), (nfc, b"First cafe.")).json()["document_ids"]
+    process_queued()
+    again = upload_files(world, ("咖啡指南.md", COFFEE.encode()), (nfd, CAFE.encode()))
+    assert again.status_code == 202 and again.json()["document_ids"] == first
+    process_queued()
+    versions = {(d.external_id, d.version, d.text) for d in Document.objects.filter(tenant=world.acme)}
+    assert versions == {(first[0], 2, COFFEE), ("cafe.txt", 2, CAFE)}
+
+
+def test_a_file_uploaded_under_the_earlier_rule_is_versioned_under_its_old_id(world: World) -> None:
+    # What the earlier rule left: café.txt uploaded as 'caf-.txt', 咖啡指南.md as 'md'.
+    for old_id, name in (("caf-.txt", "café.txt"), ("md", "咖啡指南.md")):
+        assert ingest(world.client(world.editor), {"id": old_id, "text": "Old version."}).status_code == 200
+        Document.objects.filter(tenant=world.acme, external_id=old_id).update(source_name=name)
+    response = upload_files(world, ("café.txt", CAFE.encode()), ("咖啡指南.md", COFFEE.encode()))
+    assert response.status_code == 202 and response.json()["document_ids"] == ["caf-.txt", "md"]
+    process_queued()
+    assert {(d.external_id, d.version, d.text) for d in Document.objects.filter(tenant=world.acme)} == {("caf-.txt", 2, CAFE), ("md", 2, COFFEE)}
+
+
+def test_a_file_whose_id_belongs_to_another_file_gets_a_new_id_and_replaces_nothing(world: World) -> None:
+    assert upload_files(world, ("cafe.txt", b"Plain ASCII cafe.")).json()["document_ids"] == ["cafe.txt"]
+    # Text at 'a-b.txt' answers to that id, so a file 'a b.txt' must not replace it; one named 'notes.txt' replaces the text at 'notes.txt'.
+    assert ingest(world.client(world.editor), {"id": "a-b.txt", "text": "Sent as JSON."}, {"id": "notes.txt", "text": "Old notes."}).status_code == 200
+    response = upload_files(world, ("café.txt", CAFE.encode()), ("a b.txt", b"Spaces."), ("notes.txt", NOTES.encode()))
+    assert response.status_code == 202, response.content
+    accented, spaced, notes = response.json()["document_ids"]
+    assert accented.startswith("cafe-") and spaced.startswith("a-b-") and notes == "notes.txt"
+    # The next upload of the same name finds its own document, not the one holding the readable id.
+    assert upload_files(world, ("café.txt", CAFE.encode())).json()["document_ids"] == [accented]
+    kept = {d.external_id: (d.source_name, d.source_text or d.text) for d in Document.objects.filter(tenant=world.acme, external_id__in=["cafe.txt", "a-b.txt"])}
+    assert kept == {"cafe.txt": ("cafe.txt", ""), "a-b.txt": ("", "Sent as JSON.")}
+    assert Document.objects.filter(tenant=world.acme).count() == 5
+    # An id given on purpose still replaces whatever holds it: that is how a file replaces another.
+    assert world.client(world.editor).post("/v1/documents/upload", {"files": files(("other.txt", b"x")), "ids": ["cafe.txt"]},
+                                           format="multipart").json() == {"document_ids": ["cafe.txt"]}
+    assert Document.objects.get(tenant=world.acme, external_id="cafe.txt").source_name == "other.txt"
+
+
+def test_a_file_whose_every_candidate_id_belongs_to_other_documents_is_refused_naming_it(world: World) -> None:
+    editor = world.client(world.editor)
+    assert ingest(editor, {"id": "cafe.txt", "text": "One."}, {"id": "cafe-5996d1f7.txt", "text": "Two."}).status_code == 200
+    response = upload_files(world, ("café.txt", CAFE.encode()))
+    assert response.status_code == 400
+    assert response.json()["fields"]["files"] == ["'café.txt' cannot get a document id: 'cafe.txt' and 'cafe-5996d1f7.txt' belong to "
+                                                  "documents of other files; rename the file, or give its id to replace one of them"]
+    assert sorted(Document.objects.values_list("external_id", "text")) == [("cafe-5996d1f7.txt", "Two."), ("cafe.txt", "One.")]
+
+
+def test_names_differing_in_case_punctuation_or_accents_get_distinct_ids_in_one_upload(world: World) -> None:
+    names = ["Notes.txt", "notes.txt", "a b.txt", "a-b.txt", "cafe.txt", "café.txt", "!!!.md", "../../etc/passwd", "x" * 300 + ".txt"]
+    response = upload_files(world, *[(name, b"text") for name in names])
+    assert response.status_code == 202, response.content
+    ids = response.json()["document_ids"]
+    assert len(set(ids)) == len(names) and all(len(i) <= 200 for i in ids)
+    assert ids[:3] == ["Notes.txt", "notes.txt", "a-b.txt"] and ids[4] == "cafe.txt" and ids[7] == "passwd"
+    assert ids[-1].endswith(".txt") and Document.objects.filter(tenant=world.acme).count() == len(names)
+
+
+@pytest.mark.parametrize(
+    ("names", "phrase"),
+    [
+        (["café.txt", "cafe\u0301.txt"], "two files are named 'café.txt'"),  # NFC and NFD: one name
+        (["a.txt", "a.txt"], "share the document id 'a.txt'"),
+        (["..."], "'...' is not a file name"),
+    ],
+)
+def test_an_upload_naming_one_file_twice_or_a_file_without_a_name_is_400(world: World, names: list[str], phrase: str) -> None:
+    response = upload_files(world, *[(name, b"text") for name in names])
+    assert response.status_code == 400, response.content
+    assert phrase in " ".join(response.json()["fields"]["files"])
+    assert not Document.objects.exists()
+
+
 def test_reader_cannot_upload_and_outsider_gets_404(world: World) -> None:
     reader = world.client(world.teammate).post("/v1/documents/upload", {"files": files(("a.txt", b"a"))}, format="multipart")
     assert reader.status_code == 403

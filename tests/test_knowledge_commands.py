@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import docx
 import pytest
@@ -38,6 +39,50 @@ def test_ingest_command_indexes_a_folder_and_reports_failures(db: None, tmp_path
     assert docs == {"notes.txt": "notes", "sub/page.html": "Otter page", "beavers.docx": "beavers"}
     assert "evil" not in Chunk.objects.get(chunk_id="sub/page.html:0").text
     assert AuditEvent.objects.filter(actor="cli").count() == 3
+
+
+def test_ingest_command_gives_every_file_its_own_document_whatever_its_name_and_a_rerun_versions_them(db: None, tmp_path: Path) -> None:
+    """Issue 30: file names in other scripts, with accents, or differing only in punctuation stay apart."""
+    make_tenant("acme")
+    texts = {
+        "咖啡指南.md": "Espresso wants finely ground beans.", "日本茶.md": "Sencha is steamed green tea.",
+        "café.txt": "The corner cafe opens at seven.", "cafe.txt": "A plain ASCII cafe file.",
+        "a b.txt": "Spaces in the name.", "a-b.txt": "Dashes in the name.", "茶/笔记.txt": "Notes in a tea folder.",
+    }
+    for name, text in texts.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    for run in (1, 2):
+        out = io.StringIO()
+        call_command("ingest", str(tmp_path), "--tenant", "acme", stdout=out, stderr=io.StringIO())
+        assert out.getvalue().strip().endswith(f"{len(texts)} documents, {len(texts)} chunks, 0 skipped, 0 failed")
+        documents = list(Document.objects.all())
+        # Every file is its own document (found again by a re-run: version 2), its text intact.
+        assert sorted((d.uri, d.version, d.text) for d in documents) == sorted(((tmp_path / n).as_uri(), run, t) for n, t in texts.items())
+    assert all(d.metadata["source_path"] == unquote(d.uri).removeprefix(tmp_path.as_uri() + "/") for d in documents)
+    ids = {d.metadata["source_path"]: d.external_id for d in documents}
+    assert len(set(ids.values())) == len(texts)
+    # The first in path order keeps the readable id; the other of the same readable id gets the name's hash.
+    assert ids["cafe.txt"] == "cafe.txt" and ids["a b.txt"] == "a-b.txt"
+    assert ids["café.txt"].startswith("cafe-") and ids["a-b.txt"].startswith("a-b-") and ids["茶/笔记.txt"].endswith(".txt")
+    assert not {ids["咖啡指南.md"], ids["日本茶.md"]} & {"md"}
+
+
+def test_ingest_command_finds_the_documents_an_earlier_run_indexed_and_versions_them(db: None, tmp_path: Path) -> None:
+    from knowledge import rag
+    from knowledge.services.documents import document_ingest
+    from tests.embedders import BagOfWordsEmbedder
+
+    tenant = make_tenant("acme")
+    (tmp_path / "notes.txt").write_text("New notes.")
+    (tmp_path / "café.txt").write_text("New cafe.")
+    # What a run before metadata.source_path indexed: ids by the earlier rule, the file known by its URI.
+    document_ingest(tenant=tenant, actor="cli", embedder=BagOfWordsEmbedder(), documents=[
+        rag.RAGDocument(old_id, "Old text.", uri=(tmp_path / name).resolve().as_uri(), metadata={"source_name": name})
+        for old_id, name in (("notes.txt", "notes.txt"), ("caf-.txt", "café.txt"))
+    ])
+    call_command("ingest", str(tmp_path), "--tenant", "acme", stdout=io.StringIO(), stderr=io.StringIO())
+    assert sorted(Document.objects.values_list("external_id", "version", "text")) == [("caf-.txt", 2, "New cafe."), ("notes.txt", 2, "New notes.")]
 
 
 def test_ingest_command_needs_an_existing_tenant(db: None, tmp_path: Path) -> None:

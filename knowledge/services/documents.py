@@ -13,11 +13,11 @@ State and its transitions: ``knowledge.services.state``. Tasks are enqueued on c
 
 from __future__ import annotations
 
-import re
+import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Literal
 
 from asgiref.sync import async_to_sync
@@ -35,6 +35,7 @@ from knowledge.rag import factory, limits
 from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import state
+from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
 DEFAULT: Literal["default"] = "default"
 EmbedderChoice = Embedder | None | Literal["default"]
@@ -56,11 +57,42 @@ class CancelResult:
     not_running: int  # nothing to cancel (ready or failed already)
 
 
-def document_id_from_filename(filename: str) -> str:
-    """A document id from an uploaded file's name (``Q3 report.pdf`` -> ``Q3-report.pdf``)."""
-    name = PurePath(filename.replace("\\", "/")).name
-    cleaned = re.sub(r"[^A-Za-z0-9._@+=-]+", "-", name).strip("-.") or "document"
-    return cleaned[:200]
+def document_file_name(document: Document) -> str:
+    """The file name a document answers to (NFC): a file of this name replaces it, no other does.
+
+    Uploads record ``source_name``; ``manage.py ingest`` records ``metadata.source_path`` (the
+    path below the folder it read, from which its id comes). A document made from text (sent
+    through the API or pasted, which clears ``source_name``) answers to its own id: a file named
+    exactly ``notes.md`` replaces the text at ``notes.md``, as it always did, while ``café.txt``
+    does not replace the text at ``cafe.txt``.
+    """
+    recorded = document.source_name or (document.metadata or {}).get("source_path") or ""
+    return unicodedata.normalize("NFC", recorded) if recorded and isinstance(recorded, str) else document.external_id
+
+
+def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False, uri: str = "") -> str:
+    """The id under which a file of this name is indexed into ``tenant`` (``manage.py ingest``).
+
+    ``uri`` (where the file lives) also identifies it: documents the command indexed before it
+    recorded ``metadata.source_path`` are known by their URI.
+
+    The rule of ``_claim_for_file``, read without locks: the caller writes with ``document_ingest``
+    in a transaction of its own, so a concurrent upload deriving the same id from another name
+    could still land first; the command is an operator's tool run on its own, where that does not
+    happen. Raises ``DocumentInputError`` (field ``files``) for a name no id can come from, or
+    when every candidate id belongs to another file.
+    """
+    wanted, candidates = _file_candidates(name, folders=folders)
+    legacy = legacy_document_ids(wanted, folders=folders)
+
+    def owner(document: Document) -> str:
+        return wanted if uri and document.uri == uri else document_file_name(document)
+
+    owners = {d.external_id: owner(d) for d in Document.objects.filter(tenant=tenant, external_id__in=[*candidates, *legacy])}
+    chosen = _choose_file_id(wanted, candidates, owners, legacy)
+    if chosen is None:
+        raise _taken(wanted, candidates)
+    return chosen
 
 
 # --- Requests: synchronous ingest, uploads, edits, re-index, retry, cancel, delete -------------------
@@ -115,10 +147,19 @@ def document_upload_create(
 ) -> list[Document]:
     """Store each file and queue it for processing; return the documents in input order.
 
-    Preconditions: the caller may edit ``tenant``. ``document_ids`` (one per file) default
-    to ids derived from the file names; an existing id gets a new version. ``title`` and
-    ``uri`` apply to a single file only. Fields not given are kept on existing documents,
-    except the title, which then comes from the new file.
+    Preconditions: the caller may edit ``tenant``. ``document_ids`` (one per file) are used as
+    given: an existing id gets a new version, whatever its file. Without them each file's id
+    comes from its name (``knowledge.services.file_ids``) and a file replaces only the document
+    of the same file name (NFC: macOS's NFD names are the same name): re-uploading
+    ``café.txt`` versions it (also under the id the earlier rule gave it), and a file named
+    exactly as a text document's id replaces that text (``document_file_name``). When the
+    readable id (``cafe.txt``) belongs to a document of another file name (a file ``cafe.txt``,
+    or text at ``cafe.txt``) the file gets the hashed id (``cafe-5996d1f7.txt``) instead: a new id rather than a refusal, because the editor asked
+    for nothing wrong and the id is still derived from the name alone, so the next upload of
+    the same name finds the same document. Only when both candidates belong to other files
+    (a hash collision, or ids chosen by hand) is the upload refused, naming the file.
+    ``title`` and ``uri`` apply to a single file only. Fields not given are kept on existing
+    documents, except the title, which then comes from the new file.
 
     Raises ``DocumentInputError`` naming the field before anything is stored. A file over
     ``QUARRY_UPLOAD_MAX_BYTES`` does not fail the batch: it is not stored, and its document
@@ -133,10 +174,24 @@ def document_upload_create(
         raise DocumentInputError("title" if title else "uri", "applies to a single file; with several files each takes its title from the file")
     if document_ids is not None and len(document_ids) != len(files):
         raise DocumentInputError("ids", f"give one id per file: {len(files)} files, {len(document_ids)} ids")
-    ids = [_check_document_id(i, "ids") for i in document_ids] if document_ids else [document_id_from_filename(f.name or "") for f in files]
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
-    if repeated:
-        raise DocumentInputError("ids" if document_ids else "files", f"two files would share the document id {repeated[0]!r}; give distinct ids")
+    if document_ids:
+        given = [_check_document_id(i, "ids") for i in document_ids]
+        repeated = sorted({i for i in given if given.count(i) > 1})
+        if repeated:
+            raise DocumentInputError("ids", f"two files would share the document id {repeated[0]!r}; give distinct ids")
+        ids: list[str | None] = list(given)
+        names = [_recordable_name(f, i) for f, i in zip(files, given, strict=True)]
+        lock_keys = given
+    else:
+        ids = [None] * len(files)  # chosen under the row locks, below
+        derived = [_file_candidates(f.name or "") for f in files]
+        names = [name for name, _ in derived]
+        same = sorted({n for n in names if names.count(n) > 1})
+        if same:
+            first = next(c for n, c in derived if n == same[0])[0]
+            raise DocumentInputError("files", f"two files are named {same[0]!r} (they would share the document id {first!r}); "
+                                     "upload one, or give distinct ids")
+        lock_keys = [candidates[0] for _, candidates in derived]
     checked_metadata = _check_metadata(metadata) if metadata is not None else None
     _check_title_uri(title, uri)
 
@@ -146,14 +201,17 @@ def document_upload_create(
         for upload in files:
             stored.append(_store_upload(tenant, upload) if (upload.size or 0) <= limit else None)
         with transaction.atomic():
-            by_id: dict[str, Document] = {}
+            by_index: dict[int, Document] = {}
             queued: list[int] = []
-            # Rows are locked in id order, so two uploads sharing ids cannot deadlock.
-            for external_id, upload, name in sorted(zip(ids, files, stored, strict=True), key=lambda item: item[0]):
-                document = _lock_or_create(tenant, external_id)
+            # Rows are locked in id order (preferred id, for derived ones), so two uploads sharing
+            # ids cannot deadlock; a file whose preferred id is taken may lock its second candidate late.
+            order = sorted(range(len(files)), key=lambda n: (lock_keys[n], names[n]))
+            for index in order:
+                upload, name, external_id = files[index], stored[index], ids[index]
+                document = _lock_or_create(tenant, external_id)[0] if external_id else _claim_for_file(tenant, names[index])
                 _forget_source_on_commit(document)
                 document.source_file = name or ""
-                document.source_name = PurePath((upload.name or external_id).replace("\\", "/")).name[:255]
+                document.source_name = names[index]
                 document.source_content_type = (upload.content_type or "")[:255]
                 document.source_size = upload.size or 0
                 document.source_text = ""
@@ -169,14 +227,14 @@ def document_upload_create(
                               f"over the upload limit of {limits.describe_bytes(limit)}; it was not stored")
                 else:
                     queued.append(document.pk)
-                by_id[external_id] = document
+                by_index[index] = document
             state.request_processing(queued, actor=actor)
     except BaseException:
         for name in stored:
             if name:
                 default_storage.delete(name)
         raise
-    return _reload([by_id[i] for i in ids])
+    return _reload([by_index[n] for n in range(len(files))])
 
 
 def document_text_save(
@@ -201,7 +259,7 @@ def document_text_save(
     checked_metadata = _check_metadata(metadata) if metadata is not None else None
     _check_title_uri(title, uri)
     with transaction.atomic():
-        document = _lock_or_create(tenant, external_id)
+        document, _ = _lock_or_create(tenant, external_id)
         changed = _use_text_source(document, text)
         document.title = title
         document.uri = uri
@@ -241,7 +299,7 @@ def document_update(
             if upload is not None:
                 _forget_source_on_commit(current)
                 current.source_file = stored or ""
-                current.source_name = PurePath((upload.name or current.external_id).replace("\\", "/")).name[:255]
+                current.source_name = _recordable_name(upload, current.external_id)
                 current.source_content_type = (upload.content_type or "")[:255]
                 current.source_size = upload.size or 0
                 current.source_text = ""
@@ -363,12 +421,66 @@ def demo_corpus_ingest(*, tenant: Tenant, actor: str = "demo") -> int:
 # --- Internals ---------------------------------------------------------------------------------------
 
 
-def _lock_or_create(tenant: Tenant, external_id: str) -> Document:
-    document, _ = Document.objects.select_for_update().get_or_create(
+def _lock_or_create(tenant: Tenant, external_id: str) -> tuple[Document, bool]:
+    document, created = Document.objects.select_for_update().get_or_create(
         tenant=tenant, external_id=external_id, defaults={"status": DocumentStatus.QUEUED}
     )
     document.tenant = tenant
-    return document
+    return document, created
+
+
+def _file_candidates(name: str, *, folders: bool = False) -> tuple[str, tuple[str, ...]]:
+    """A file's identifying name and its candidate ids; ``DocumentInputError`` for a name with none."""
+    try:
+        return file_name(name, folders=folders), document_id_candidates(name, folders=folders)
+    except FileNameError as exc:
+        raise DocumentInputError("files", f"{exc}: a file needs a name with a letter, digit or symbol other than '.', '/' and '\\'") from None
+
+
+def _recordable_name(upload: UploadedFile, fallback: str) -> str:
+    """What ``source_name`` records for a file given an explicit id: its name, or the id when it has none."""
+    try:
+        return file_name(upload.name or fallback)
+    except FileNameError:
+        return fallback
+
+
+def _choose_file_id(name: str, candidates: Sequence[str], owners: Mapping[str, str], legacy: Sequence[str] = ()) -> str | None:
+    """The id a file called ``name`` gets, given ``owners`` (existing id -> its recorded file name).
+
+    The document of the same name first, wherever it is: under a candidate (its readable id may
+    have been taken by another file since) or under the id the earlier rule gave it (``legacy``);
+    else the first free candidate; else None: every candidate belongs to another file, and
+    replacing it would lose that file.
+    """
+    same = [c for c in (*candidates, *legacy) if owners.get(c, None) == name]
+    free = [c for c in candidates if c not in owners]
+    return (same or free or [None])[0]
+
+
+def _claim_for_file(tenant: Tenant, name: str) -> Document:
+    """Lock (or create) the document a file called ``name`` goes to, in the caller's transaction.
+
+    ``_choose_file_id`` decides; the decision is checked on the locked row, because a concurrent
+    upload may create the chosen id between our read and our insert (then ``get_or_create``
+    returns its row, of another name, and we choose again instead of replacing it).
+    """
+    candidates, legacy = document_id_candidates(name), legacy_document_ids(name)
+    for _attempt in range(len(candidates) + 1):
+        rows = Document.objects.select_for_update().filter(tenant=tenant, external_id__in=[*candidates, *legacy]).order_by("external_id")
+        chosen = _choose_file_id(name, candidates, {d.external_id: document_file_name(d) for d in rows}, legacy)
+        if chosen is None:
+            break
+        document, created = _lock_or_create(tenant, chosen)
+        if created or document_file_name(document) == name:
+            return document
+    raise _taken(name, candidates)
+
+
+def _taken(name: str, candidates: Sequence[str]) -> DocumentInputError:
+    ids = " and ".join(repr(c) for c in candidates)
+    return DocumentInputError("files", f"{name!r} cannot get a document id: {ids} belong to documents of other files; "
+                              "rename the file, or give its id to replace one of them")
 
 
 def _reload(documents: Sequence[Document]) -> list[Document]:

@@ -40,6 +40,19 @@ class Violations:
                 and self.messages.append(f"{response.status} {response.url}"))
 
 
+def signed_in(world: World, context: BrowserContext) -> Page:
+    """A page of the admin, signed in as the editor (made staff)."""
+    world.editor.is_staff = True
+    world.editor.save(update_fields=["is_staff"])
+    page = context.new_page()
+    page.goto("/admin/login/")
+    page.get_by_label("Username").fill("editor")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    return page
+
+
 def test_the_admin_upload_and_progress_list_work_under_the_policy(world: World, context: BrowserContext, tmp_path: Path) -> None:
     world.editor.is_staff = True
     world.editor.save(update_fields=["is_staff"])
@@ -75,6 +88,22 @@ def test_the_admin_upload_and_progress_list_work_under_the_policy(world: World, 
     page.get_by_role("link", name="Search playground").click()
     expect(page.get_by_role("heading", name="Search playground")).to_be_visible()
     assert seen.messages == []
+
+
+def test_files_named_in_other_scripts_uploaded_one_after_the_other_stay_two_documents(world: World, context: BrowserContext, tmp_path: Path) -> None:
+    """Issue 30: 日本茶.md uploaded after 咖啡指南.md became version 2 of the same document ('md')."""
+    page = signed_in(world, context)
+    for name, text in (("咖啡指南.md", "Espresso wants finely ground beans."), ("日本茶.md", "Sencha is steamed green tea.")):
+        page.goto("/admin/knowledge/document/add/")
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        page.locator("input[type=file][name=files]").set_input_files(str(tmp_path / name))
+        page.get_by_role("button", name="Upload and queue").click()
+        expect(page.locator(".messagelist")).to_contain_text(f"Queued 1 document for processing: {name}.")
+    documents = list(Document.objects.filter(tenant=world.acme).order_by("pk"))
+    assert [d.source_name for d in documents] == ["咖啡指南.md", "日本茶.md"]
+    assert documents[0].external_id != documents[1].external_id
+    for document in documents:  # each listed under its own file name, with its id
+        expect(page.locator("#result_list")).to_contain_text(f"{document.source_name} ({document.external_id})")
 
 
 def test_the_api_docs_render_from_static_files_under_the_policy(context: BrowserContext, base: str) -> None:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, expect
 
 from knowledge.models import Document
 from knowledge.services import documents as doc_services
 from knowledge.services import state
 from tests.conftest import World
-from tests.e2e.test_admin_browser import PASSWORD, Violations
+from tests.e2e.test_admin_browser import Violations, signed_in
 from tests.servers import asgi_server, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,18 +29,6 @@ def base(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     data = tmp_path_factory.mktemp("document-pages-e2e")
     with asgi_server(child_env(QUARRY_DATA_DIR=str(data)), log_name="uvicorn-e2e-document-pages") as url:
         yield url
-
-
-def signed_in(world: World, context: BrowserContext) -> Page:
-    world.editor.is_staff = True
-    world.editor.save(update_fields=["is_staff"])
-    page = context.new_page()
-    page.goto("/admin/login/")
-    page.get_by_label("Username").fill("editor")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
-    return page
 
 
 def test_change_pages_of_uploaded_pasted_and_failed_documents_open(world: World, context: BrowserContext, tmp_path: Path) -> None:

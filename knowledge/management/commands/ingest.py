@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +11,13 @@ from accounts.access import CliAccessError, cli_context
 from knowledge import rag
 from knowledge.rag import limits
 from knowledge.extraction import ExtractionError, extract
-from knowledge.services.documents import document_ingest
+from knowledge.services.documents import document_id_for_file, document_ingest
 from knowledge.services.indexing import backlog_drain
 
 
-
-def document_id_for(path: Path, root: Path) -> str:
-    """A stable id from the path below ``root`` (what a re-run of the same folder finds again)."""
-    relative = path.relative_to(root) if path.is_relative_to(root) else Path(path.name)
-    cleaned = re.sub(r"[^A-Za-z0-9._/@+=-]+", "-", relative.as_posix()).strip("-./") or "document"
-    return cleaned[:200]
+def source_path(path: Path, root: Path) -> str:
+    """The path below ``root``: what a re-run of the same folder finds again, and what the id comes from."""
+    return (path.relative_to(root) if path.is_relative_to(root) else Path(path.name)).as_posix()
 
 
 class Command(BaseCommand):
@@ -59,9 +55,12 @@ class Command(BaseCommand):
                 if size > limit:
                     raise ExtractionError(f"{path.name} is {limits.describe_bytes(size)}, over the limit of {limits.describe_bytes(limit)}")
                 extracted = extract(path.read_bytes(), filename=path.name, max_bytes=limit)
+                relative, uri = source_path(path, root), path.resolve().as_uri()
                 doc = rag.RAGDocument(
-                    document_id_for(path, root), extracted.text, title=extracted.title or path.stem,
-                    uri=path.resolve().as_uri(), metadata={"source_name": path.name},
+                    document_id_for_file(tenant=found, name=relative, folders=True, uri=uri), extracted.text,
+                    title=extracted.title or path.stem, uri=uri,
+                    # source_path names the file the id belongs to (documents.document_file_name).
+                    metadata={"source_name": path.name, "source_path": relative},
                 )
                 chunks += document_ingest(tenant=found, documents=[doc], actor=actor)
                 documents += 1
