@@ -258,6 +258,25 @@ def test_fetch_keeps_requested_order_and_omits_missing(make_service) -> None:
     assert [c.chunk_id for c in got] == ["hallo:0", "guide:0"]
 
 
+class Lines:
+    """A chunker: one chunk per line."""
+
+    def split(self, document: RAGDocument) -> list[str]:
+        return document.text.split("\n")
+
+
+def test_fetch_omits_missing_ids_of_any_safe_shape(make_service) -> None:
+    """Missing ids are omitted, whatever their shape: ids are safe, bounded identifiers, not the
+    default chunker's '<document id>:<n>' (custom chunkers and backends need not follow it)."""
+    service = make_service(chunker=Lines())
+    run(service.ingest, [RAGDocument("m", "first line\nsecond line\nthird line")])
+    assert [c.chunk_id for c in run(service.fetch, ("m:2", "m:0", "nope"))] == ["m:2", "m:0"]
+    assert run(service.fetch, ("nope", "a.b", "x:y:z", "doc/part@2", "m:99999999", "m" * 207)) == ()
+    for unsafe in ("has space", "../m:0", "", ":0", "m" * 208, "m:0\n"):
+        with pytest.raises(rag.RAGValidationError, match="not a valid chunk id"):
+            run(service.fetch, ("m:0", unsafe))
+
+
 HARBOUR_QUESTION = "Where is the harbour master's spare key for the pilot boat?"
 HARBOUR_MEMO = "Memo: the harbour master keeps the spare key for the pilot boat in the blue cabinet by the slipway."
 
@@ -323,7 +342,7 @@ def test_default_hybrid_keeps_the_only_real_keyword_match_first_under_a_semantic
         (lambda s: s.ingest([RAGDocument(f"d{i}", "t") for i in range(1001)]), ValueError, "at most 1000 documents"),
         (lambda s: s.ingest([RAGDocument(f"d{i}", "word " * 800_000) for i in range(6)]), ValueError, "at most 10000 chunks"),
         (lambda s: s.fetch([]), ValueError, "at least 1 id"),
-        (lambda s: s.fetch(["no-ordinal"]), ValueError, "not a valid chunk id"),
+        (lambda s: s.fetch(["no ordinal"]), ValueError, "not a valid chunk id"),
         (lambda s: s.fetch([f"d:{i}" for i in range(1001)]), ValueError, "at most 1000 ids"),
         (lambda s: s.delete(["bad id!"]), ValueError, "not a valid document id"),
         (lambda s: s.ingest([RAGDocument("d", "t")], trigger="robot"), ValueError, "'user' or 'agent'"),

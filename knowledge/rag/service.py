@@ -428,14 +428,14 @@ class RAGService:
     async def graph_picture(self, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
         """How these chunks connect through the entities they mention (``expand``: with other documents' chunks)."""
         backend = self._graph_backend()
-        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_LIMIT)
+        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_LIMIT)
         if not self._started:
             await self.start()
         return await backend.graph_picture(self.namespace, ids, expand=expand)
 
     async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
         """The chunks with these ids, in the requested order; unknown ids are omitted."""
-        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_FETCH_IDS)
+        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_FETCH_IDS)
         namespace = self.namespace
         if not self._started:
             await self.start()

@@ -290,7 +290,7 @@ class RAGChunk:
         if self.embedding is not None:
             object.__setattr__(self, "embedding", check_vector(self.embedding, "embedding"))
         object.__setattr__(self, "metadata", check_metadata(self.metadata))
-        check_identifier("chunk_id", self.chunk_id, limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')")
+        check_identifier("chunk_id", self.chunk_id, limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT)
         check_identifier("document_id", self.document_id, limits.DOCUMENT_ID_RE, "document id")
         check_identifier("namespace", self.namespace, limits.NAMESPACE_RE, "namespace")
         _check_optional_text("title", self.title, limits.MAX_TITLE_CHARS)
