@@ -15,6 +15,8 @@ from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
 from knowledge.rag.backends.postgres import PostgresBackend
 from knowledge.rag.backends.postgres_sql import TITLE_WEIGHT
+from knowledge.rag.types import embedding_input
+from knowledge.rag.wrappers import GuardedBackend
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
 from tests.conftest import STOCK_AVAILABLE
 from tests.factories import make_tenant
@@ -559,11 +561,48 @@ def test_postgres_document_row_describes_current_chunks(db: None) -> None:
     assert len(chunk.embedding) == 64 and math.isclose(sum(x * x for x in chunk.embedding), 1.0)
 
 
-def test_postgres_unknown_namespace_is_a_clear_error(db: None) -> None:
+def test_postgres_typed_api_creates_a_namespace_on_its_first_write_and_reads_of_unknown_ones_find_nothing(db: None) -> None:
+    knowledge = rag.postgres(embedder=BagOfWordsEmbedder(), namespace="hidden-a")
+    assert run(knowledge.search, "secret plan") == ()
+    assert run(knowledge.fetch, ("plan:0", "nope")) == ()
+    assert run(knowledge.delete, ["plan"]) == 0
+    assert not Tenant.objects.filter(slug="hidden-a").exists(), "reads and deletions create nothing"
+    assert run(knowledge.ingest, [RAGDocument("plan", "The secret plan.")], trigger="agent", actor="nightly-job") == 1
+    tenant = Tenant.objects.get(slug="hidden-a")
+    assert (tenant.name, tenant.private_to) == ("hidden-a", None)
+    events = AuditEvent.objects.filter(tenant=tenant).order_by("id")
+    assert list(events.values_list("action", "trigger", "actor", "document_ids", "chunk_count")) == [
+        ("create_namespace", "agent", "nightly-job", [], 0), ("ingest", "agent", "nightly-job", ["plan"], 1)]
+    assert [c.chunk_id for c in run(knowledge.fetch, ("plan:0", "nope"))] == ["plan:0"]
+    assert [h.chunk.chunk_id for h in run(knowledge.search, "secret plan")] == ["plan:0"]
+    # The seed's quick start: one service following the current user.
+    current = {"user": "user-17"}
+    per_user = rag.postgres(embedder=None, namespace=lambda: current["user"])
+    run(per_user.ingest, [RAGDocument("note", "My own note.")])
+    current["user"] = "user-18"
+    assert run(per_user.search, "note", mode="keyword") == () and run(per_user.fetch, ["note:0"]) == ()
+    assert list(Tenant.objects.filter(slug__startswith="user-").values_list("slug", flat=True)) == ["user-17"]
+
+
+def test_a_failed_first_write_leaves_no_namespace_behind(db: None) -> None:
+    def refuse() -> None:  # runs after the write, in its transaction
+        raise RuntimeError("disk full")
+
+    guarded = GuardedBackend(PostgresBackend(create_namespaces=True), before=lambda: None, after=refuse)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run(rag.service(guarded, None, namespace="hidden-b").ingest, [DOCS[0]])
+    assert not Tenant.objects.filter(slug="hidden-b").exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_the_products_backend_never_creates_a_namespace(db: None) -> None:
+    """The configured backend (every HTTP, MCP and web request's) refuses writes to unknown tenants."""
     with pytest.raises(rag.NamespaceNotFound, match="no tenant"):
-        run(rag.postgres(None, namespace="ghost").ingest, [DOCS[0]])
-    assert run(rag.postgres(None, namespace="ghost").search, "x", mode="keyword") == ()
-    assert Tenant.objects.filter(slug="ghost").count() == 0
+        run(rag.tenant_service("ghost", embedder=None).ingest, [DOCS[0]])
+    with pytest.raises(rag.NamespaceNotFound, match="no tenant"):
+        run(rag.tenant_service("ghost", embedder=None).delete, ["guide"])
+    assert run(rag.tenant_service("ghost", embedder=None).fetch, ["guide:0"]) == ()
+    assert not Tenant.objects.filter(slug="ghost").exists()
 
 
 @pytest.mark.parametrize("using", ["default", pytest.param("stock", marks=needs_stock)])
