@@ -120,6 +120,59 @@ def test_unchanged_chunks_are_not_embedded_again(make_service) -> None:
     assert len(embedder.calls) == calls + 1
 
 
+class SeedEmbeddings:
+    """An embedder as the seed's "Supply an embedder" writes one: ``embed(texts)`` over a client, no
+    model id, no dimension (its vectors' id is derived from its class and their dimension)."""
+
+    def __init__(self) -> None:
+        self._client = BagOfWordsEmbedder()
+        self.calls = self._client.calls
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._client.embed(texts)
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["model-id", "embed-only"])
+def test_an_ingest_embeds_all_its_documents_in_one_call(make_service, declared: bool) -> None:
+    """The seed's journey: two documents ingested, then one search, are two embedder calls."""
+    embedder = BagOfWordsEmbedder() if declared else SeedEmbeddings()
+    run(make_service(embedder=embedder).ingest, DOCS[:2])
+    assert embedder.calls == [[embedding_input(d.title, d.text) for d in DOCS[:2]]]
+    hits = run(make_service(embedder=embedder).search, "cosine similarity of embeddings", mode="semantic")
+    assert hits[0].chunk.document_id == "modes" and len(embedder.calls) == 2
+    # Another process (a fresh service and embedder) re-ingesting both, one of them edited: the
+    # unchanged one is not embedded again, the edited one is, in one call.
+    later = BagOfWordsEmbedder() if declared else SeedEmbeddings()
+    edited = RAGDocument("modes", "Semantic search compares embeddings.", title="Search modes")
+    run(make_service(embedder=later).ingest, [DOCS[0], edited])
+    assert later.calls == [[embedding_input(edited.title, edited.text)]]
+    assert [h.chunk.chunk_id for h in run(make_service(embedder=later).search, "upload files admin", mode="semantic")][:1] == ["guide:0"]
+
+
+def test_an_embed_only_embedder_whose_dimension_changed_never_mixes_dimensions(make_service) -> None:
+    class Sized(SeedEmbeddings):
+        def __init__(self, dimension: int) -> None:
+            self._client = BagOfWordsEmbedder(dimension)
+            self.calls = self._client.calls
+
+    run(make_service(embedder=Sized(32)).ingest, DOCS[:2])
+    wider = Sized(64)
+    edited = RAGDocument("modes", "Semantic search compares embeddings.", title="Search modes")
+    run(make_service(embedder=wider).ingest, [DOCS[0], edited])
+    # The stored vectors' id said 32 dimensions; the first new vector has 64: nothing is reused then.
+    assert wider.calls == [[embedding_input(edited.title, edited.text)], [embedding_input(d.title, d.text) for d in (DOCS[0], edited)]]
+    hits = run(make_service(embedder=wider).search, "upload files admin", mode="semantic")
+    assert [h.chunk.chunk_id for h in hits] == ["guide:0", "modes:0"]
+
+
+def test_an_ingest_fills_embedding_calls_up_to_the_batch_bound_across_documents(make_service) -> None:
+    embedder = SeedEmbeddings()
+    service = make_service(embedder=embedder, chunker=Lines())
+    docs = [RAGDocument(f"d{n}", "\n".join(f"line {i} of document {n}" for i in range(400))) for n in range(3)]
+    assert run(service.ingest, docs) == 1200
+    assert [len(call) for call in embedder.calls] == [1000, 200]
+
+
 def test_a_new_embedding_model_re_embeds(make_service) -> None:
     run(make_service(embedder=BagOfWordsEmbedder(model_id="m1")).ingest, [DOCS[0]])
     other = BagOfWordsEmbedder(model_id="m2")

@@ -48,6 +48,7 @@ from knowledge.rag.types import (
     DocumentStore,
     Embedder,
     EmbeddingCache,
+    EmbeddingModels,
     FilterValue,
     Fusion,
     GraphSearchResult,
@@ -62,7 +63,7 @@ from knowledge.rag.types import (
 
 __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
-    "EmbeddingCache", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
+    "EmbeddingCache", "EmbeddingModels", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",

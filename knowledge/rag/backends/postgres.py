@@ -105,7 +105,7 @@ class PostgresBackend:
 
     The seed's six methods, plus Quarry's optional capabilities: audited whole-document
     writes (``replace_documents``, ``delete_documents``), ``known_embeddings``,
-    re-ranking, and the indexing backlog (``backlog``, ``index_backlog``).
+    ``embedding_models``, re-ranking, and the indexing backlog (``backlog``, ``index_backlog``).
 
     Reads (``search``, ``fetch``) of a namespace without a tenant find nothing. Writes to one
     raise ``NamespaceNotFound``, unless ``create_namespaces``: then the first write creates it.
@@ -791,6 +791,21 @@ class PostgresBackend:
                 "ON CONFLICT (tenant_id, model_id, content_hash) DO NOTHING",
                 [tenant_id, model_id, digests, [",".join(map(repr, vectors[d])) for d in digests]],
             )
+
+    async def embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        """The model ids of the vectors these documents' chunks hold (found through the documents' unique key)."""
+        return await sync_to_async(self._embedding_models, thread_sensitive=True)(namespace, document_ids)
+
+    def _embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT c.embedding_model FROM accounts_tenant t "
+                "JOIN knowledge_document d ON d.tenant_id = t.id AND d.external_id = ANY(%s) "
+                "JOIN knowledge_chunk c ON c.document_id = d.id "
+                "WHERE t.slug = %s AND c.embedding IS NOT NULL AND c.embedding_model <> ''",
+                [list(document_ids), namespace],
+            )
+            return {row[0] for row in cursor.fetchall()}
 
     async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids)
