@@ -107,7 +107,8 @@ class QueryField(StrictCharField):
     pass
 
 
-@extend_schema_field(_string(limits.CHUNK_ID_PATTERN, 207, description="A chunk id: '<document id>:<n>'."))
+@extend_schema_field(_string(limits.CHUNK_ID_PATTERN, limits.MAX_CHUNK_ID_CHARS, description=(
+    "A chunk id ('<document id>:<n>' for Quarry's own chunks): letters, digits and ._:/@+=-, at most 207.")))
 class ChunkIdField(StrictCharField):
     pass
 
@@ -302,7 +303,7 @@ def _hit_json(hit: rag.RAGHit) -> dict[str, Any]:
 
 
 class GraphPictureInputSerializer(ClosedSerializer):
-    ids = serializers.ListField(child=ChunkIdField(max_length=207), allow_empty=False, min_length=1, max_length=limits.MAX_LIMIT)
+    ids = serializers.ListField(child=ChunkIdField(max_length=limits.MAX_CHUNK_ID_CHARS), allow_empty=False, min_length=1, max_length=limits.MAX_LIMIT)
     expand = StrictBooleanField(default=False, help_text="Also the other documents' passages that mention the entities.")
     tenant = TenantField()
 
@@ -352,7 +353,7 @@ class GraphPictureApi(APIView):
 class ChunkFetchInputSerializer(ClosedSerializer):
     """Chunk ids to fetch, at most 1,000."""
 
-    ids = serializers.ListField(child=ChunkIdField(max_length=207), allow_empty=False, min_length=1, max_length=limits.MAX_FETCH_IDS)
+    ids = serializers.ListField(child=ChunkIdField(max_length=limits.MAX_CHUNK_ID_CHARS), allow_empty=False, min_length=1, max_length=limits.MAX_FETCH_IDS)
     tenant = TenantField()
 
 

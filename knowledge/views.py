@@ -38,7 +38,7 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
     if not limits.DOCUMENT_ID_RE.fullmatch(document_id):
         return _bad_request(request, ctx, "This is not a document id: letters, digits and ._:/@+=- only, at most 200.")
     if chunk_id and not limits.CHUNK_ID_RE.fullmatch(chunk_id):
-        return _bad_request(request, ctx, "chunk: this is not a passage id ('<document id>:<n>').")
+        return _bad_request(request, ctx, "chunk: this is not a passage id: letters, digits and ._:/@+=- only, at most 207.")
     document = document_get(tenant=ctx.tenant, external_id=document_id)
     if document is None:
         raise Http404("Document not found.")

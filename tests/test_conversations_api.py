@@ -94,7 +94,7 @@ def test_other_principals_tenants_kinds_and_unknown_ids_are_json_404s(world: Wor
 
 
 def test_an_agent_run_reads_back_with_its_steps(model_world: World, fake: FakeOpenAI) -> None:
-    fake.chat_script = [tool_calls(ToolCall("keyword_search", {"query": "upload"}), ToolCall("fetch_chunks", {"ids": "nope"})),
+    fake.chat_script = [tool_calls(ToolCall("keyword_search", {"query": "upload"}), ToolCall("fetch_chunks", {"ids": "not an id"})),
                         "Editors upload files in the admin [1]."]
     session_id = new_agent_session(model_world, model_world.teammate)
     answered = ask(model_world, model_world.teammate, session_id=session_id, prompt="How do editors upload files?").json()

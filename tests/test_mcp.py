@@ -116,10 +116,10 @@ async def test_search_filters_by_metadata(base: str, acme_token: str) -> None:
 
 async def test_fetch_chunks_reads_the_callers_tenant_only(base: str, acme_token: str, globex_token: str) -> None:
     async with mcp_client(f"{base}/mcp", acme_token) as acme:
-        ours = structured(await acme.call_tool("fetch_chunks", {"ids": ["guide:0", "nothing:0"]}))
+        ours = structured(await acme.call_tool("fetch_chunks", {"ids": ["guide:0", "nothing:0", "nope"]}))
     async with mcp_client(f"{base}/mcp", globex_token) as globex:
         theirs = structured(await globex.call_tool("fetch_chunks", {"ids": ["guide:0", "modes:0"]}))
-    assert [c["chunk_id"] for c in ours["results"]] == ["guide:0"] and ours["missing"] == ["nothing:0"]
+    assert [c["chunk_id"] for c in ours["results"]] == ["guide:0"] and ours["missing"] == ["nothing:0", "nope"]
     assert ours["results"][0]["text"].startswith("Editors upload") and ours["results"][0]["score"] is None
     assert [c["text"] for c in theirs["results"]] == [f"{GLOBEX_SECRET}: quarterly upload numbers for the board."]
     assert theirs["missing"] == ["modes:0"]  # acme's document does not exist for globex

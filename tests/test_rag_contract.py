@@ -15,6 +15,8 @@ from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
 from knowledge.rag.backends.postgres import PostgresBackend
 from knowledge.rag.backends.postgres_sql import TITLE_WEIGHT
+from knowledge.rag.types import embedding_input
+from knowledge.rag.wrappers import GuardedBackend
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
 from tests.conftest import STOCK_AVAILABLE
 from tests.factories import make_tenant
@@ -116,6 +118,59 @@ def test_unchanged_chunks_are_not_embedded_again(make_service) -> None:
     run(service.ingest, [RAGDocument("doc", "\n".join(parts))])
     assert 1 <= embedder.texts_embedded - first <= 2, "only the changed chunk is embedded"
     assert len(embedder.calls) == calls + 1
+
+
+class SeedEmbeddings:
+    """An embedder as the seed's "Supply an embedder" writes one: ``embed(texts)`` over a client, no
+    model id, no dimension (its vectors' id is derived from its class and their dimension)."""
+
+    def __init__(self) -> None:
+        self._client = BagOfWordsEmbedder()
+        self.calls = self._client.calls
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._client.embed(texts)
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["model-id", "embed-only"])
+def test_an_ingest_embeds_all_its_documents_in_one_call(make_service, declared: bool) -> None:
+    """The seed's journey: two documents ingested, then one search, are two embedder calls."""
+    embedder = BagOfWordsEmbedder() if declared else SeedEmbeddings()
+    run(make_service(embedder=embedder).ingest, DOCS[:2])
+    assert embedder.calls == [[embedding_input(d.title, d.text) for d in DOCS[:2]]]
+    hits = run(make_service(embedder=embedder).search, "cosine similarity of embeddings", mode="semantic")
+    assert hits[0].chunk.document_id == "modes" and len(embedder.calls) == 2
+    # Another process (a fresh service and embedder) re-ingesting both, one of them edited: the
+    # unchanged one is not embedded again, the edited one is, in one call.
+    later = BagOfWordsEmbedder() if declared else SeedEmbeddings()
+    edited = RAGDocument("modes", "Semantic search compares embeddings.", title="Search modes")
+    run(make_service(embedder=later).ingest, [DOCS[0], edited])
+    assert later.calls == [[embedding_input(edited.title, edited.text)]]
+    assert [h.chunk.chunk_id for h in run(make_service(embedder=later).search, "upload files admin", mode="semantic")][:1] == ["guide:0"]
+
+
+def test_an_embed_only_embedder_whose_dimension_changed_never_mixes_dimensions(make_service) -> None:
+    class Sized(SeedEmbeddings):
+        def __init__(self, dimension: int) -> None:
+            self._client = BagOfWordsEmbedder(dimension)
+            self.calls = self._client.calls
+
+    run(make_service(embedder=Sized(32)).ingest, DOCS[:2])
+    wider = Sized(64)
+    edited = RAGDocument("modes", "Semantic search compares embeddings.", title="Search modes")
+    run(make_service(embedder=wider).ingest, [DOCS[0], edited])
+    # The stored vectors' id said 32 dimensions; the first new vector has 64: nothing is reused then.
+    assert wider.calls == [[embedding_input(edited.title, edited.text)], [embedding_input(d.title, d.text) for d in (DOCS[0], edited)]]
+    hits = run(make_service(embedder=wider).search, "upload files admin", mode="semantic")
+    assert [h.chunk.chunk_id for h in hits] == ["guide:0", "modes:0"]
+
+
+def test_an_ingest_fills_embedding_calls_up_to_the_batch_bound_across_documents(make_service) -> None:
+    embedder = SeedEmbeddings()
+    service = make_service(embedder=embedder, chunker=Lines())
+    docs = [RAGDocument(f"d{n}", "\n".join(f"line {i} of document {n}" for i in range(400))) for n in range(3)]
+    assert run(service.ingest, docs) == 1200
+    assert [len(call) for call in embedder.calls] == [1000, 200]
 
 
 def test_a_new_embedding_model_re_embeds(make_service) -> None:
@@ -258,6 +313,25 @@ def test_fetch_keeps_requested_order_and_omits_missing(make_service) -> None:
     assert [c.chunk_id for c in got] == ["hallo:0", "guide:0"]
 
 
+class Lines:
+    """A chunker: one chunk per line."""
+
+    def split(self, document: RAGDocument) -> list[str]:
+        return document.text.split("\n")
+
+
+def test_fetch_omits_missing_ids_of_any_safe_shape(make_service) -> None:
+    """Missing ids are omitted, whatever their shape: ids are safe, bounded identifiers, not the
+    default chunker's '<document id>:<n>' (custom chunkers and backends need not follow it)."""
+    service = make_service(chunker=Lines())
+    run(service.ingest, [RAGDocument("m", "first line\nsecond line\nthird line")])
+    assert [c.chunk_id for c in run(service.fetch, ("m:2", "m:0", "nope"))] == ["m:2", "m:0"]
+    assert run(service.fetch, ("nope", "a.b", "x:y:z", "doc/part@2", "m:99999999", "m" * 207)) == ()
+    for unsafe in ("has space", "../m:0", "", ":0", "m" * 208, "m:0\n"):
+        with pytest.raises(rag.RAGValidationError, match="not a valid chunk id"):
+            run(service.fetch, ("m:0", unsafe))
+
+
 HARBOUR_QUESTION = "Where is the harbour master's spare key for the pilot boat?"
 HARBOUR_MEMO = "Memo: the harbour master keeps the spare key for the pilot boat in the blue cabinet by the slipway."
 
@@ -323,7 +397,7 @@ def test_default_hybrid_keeps_the_only_real_keyword_match_first_under_a_semantic
         (lambda s: s.ingest([RAGDocument(f"d{i}", "t") for i in range(1001)]), ValueError, "at most 1000 documents"),
         (lambda s: s.ingest([RAGDocument(f"d{i}", "word " * 800_000) for i in range(6)]), ValueError, "at most 10000 chunks"),
         (lambda s: s.fetch([]), ValueError, "at least 1 id"),
-        (lambda s: s.fetch(["no-ordinal"]), ValueError, "not a valid chunk id"),
+        (lambda s: s.fetch(["no ordinal"]), ValueError, "not a valid chunk id"),
         (lambda s: s.fetch([f"d:{i}" for i in range(1001)]), ValueError, "at most 1000 ids"),
         (lambda s: s.delete(["bad id!"]), ValueError, "not a valid document id"),
         (lambda s: s.ingest([RAGDocument("d", "t")], trigger="robot"), ValueError, "'user' or 'agent'"),
@@ -540,11 +614,48 @@ def test_postgres_document_row_describes_current_chunks(db: None) -> None:
     assert len(chunk.embedding) == 64 and math.isclose(sum(x * x for x in chunk.embedding), 1.0)
 
 
-def test_postgres_unknown_namespace_is_a_clear_error(db: None) -> None:
+def test_postgres_typed_api_creates_a_namespace_on_its_first_write_and_reads_of_unknown_ones_find_nothing(db: None) -> None:
+    knowledge = rag.postgres(embedder=BagOfWordsEmbedder(), namespace="hidden-a")
+    assert run(knowledge.search, "secret plan") == ()
+    assert run(knowledge.fetch, ("plan:0", "nope")) == ()
+    assert run(knowledge.delete, ["plan"]) == 0
+    assert not Tenant.objects.filter(slug="hidden-a").exists(), "reads and deletions create nothing"
+    assert run(knowledge.ingest, [RAGDocument("plan", "The secret plan.")], trigger="agent", actor="nightly-job") == 1
+    tenant = Tenant.objects.get(slug="hidden-a")
+    assert (tenant.name, tenant.private_to) == ("hidden-a", None)
+    events = AuditEvent.objects.filter(tenant=tenant).order_by("id")
+    assert list(events.values_list("action", "trigger", "actor", "document_ids", "chunk_count")) == [
+        ("create_namespace", "agent", "nightly-job", [], 0), ("ingest", "agent", "nightly-job", ["plan"], 1)]
+    assert [c.chunk_id for c in run(knowledge.fetch, ("plan:0", "nope"))] == ["plan:0"]
+    assert [h.chunk.chunk_id for h in run(knowledge.search, "secret plan")] == ["plan:0"]
+    # The seed's quick start: one service following the current user.
+    current = {"user": "user-17"}
+    per_user = rag.postgres(embedder=None, namespace=lambda: current["user"])
+    run(per_user.ingest, [RAGDocument("note", "My own note.")])
+    current["user"] = "user-18"
+    assert run(per_user.search, "note", mode="keyword") == () and run(per_user.fetch, ["note:0"]) == ()
+    assert list(Tenant.objects.filter(slug__startswith="user-").values_list("slug", flat=True)) == ["user-17"]
+
+
+def test_a_failed_first_write_leaves_no_namespace_behind(db: None) -> None:
+    def refuse() -> None:  # runs after the write, in its transaction
+        raise RuntimeError("disk full")
+
+    guarded = GuardedBackend(PostgresBackend(create_namespaces=True), before=lambda: None, after=refuse)
+    with pytest.raises(RuntimeError, match="disk full"):
+        run(rag.service(guarded, None, namespace="hidden-b").ingest, [DOCS[0]])
+    assert not Tenant.objects.filter(slug="hidden-b").exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_the_products_backend_never_creates_a_namespace(db: None) -> None:
+    """The configured backend (every HTTP, MCP and web request's) refuses writes to unknown tenants."""
     with pytest.raises(rag.NamespaceNotFound, match="no tenant"):
-        run(rag.postgres(None, namespace="ghost").ingest, [DOCS[0]])
-    assert run(rag.postgres(None, namespace="ghost").search, "x", mode="keyword") == ()
-    assert Tenant.objects.filter(slug="ghost").count() == 0
+        run(rag.tenant_service("ghost", embedder=None).ingest, [DOCS[0]])
+    with pytest.raises(rag.NamespaceNotFound, match="no tenant"):
+        run(rag.tenant_service("ghost", embedder=None).delete, ["guide"])
+    assert run(rag.tenant_service("ghost", embedder=None).fetch, ["guide:0"]) == ()
+    assert not Tenant.objects.filter(slug="ghost").exists()
 
 
 @pytest.mark.parametrize("using", ["default", pytest.param("stock", marks=needs_stock)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 
+from accounts.models import Tenant
 from knowledge import rag
 from tests.conftest import World
 
@@ -90,6 +91,25 @@ def test_fetch_returns_requested_order_and_omits_missing_and_foreign(indexed: Wo
     assert response.status_code == 200
     assert [c["chunk_id"] for c in response.json()["chunks"]] == ["modes:0", "guide:0"]
     assert "Globex" not in response.json()["chunks"][1]["text"]
+
+
+def test_fetch_omits_a_missing_id_of_any_safe_shape(indexed: World) -> None:
+    response = indexed.client(indexed.teammate).post("/v1/chunks/fetch", {"ids": ["nope", "guide:0", "a.b", "x:y:z"]}, format="json")
+    assert response.status_code == 200
+    assert [c["chunk_id"] for c in response.json()["chunks"]] == ["guide:0"]
+
+
+def test_an_unknown_tenant_is_404_and_is_never_created(indexed: World) -> None:
+    """Only the typed Python API creates namespaces; a request naming one that does not exist is a 404."""
+    client = indexed.client(indexed.owner)
+    for path, body in (
+        ("/v1/search", {"query": "upload", "tenant": "hidden-c"}),
+        ("/v1/chunks/fetch", {"ids": ["guide:0"], "tenant": "hidden-c"}),
+        ("/v1/documents", {"documents": [{"id": "plan", "text": "The secret plan."}], "tenant": "hidden-c"}),
+    ):
+        response = client.post(path, body, format="json")
+        assert response.status_code == 404, (path, response.content)
+    assert not Tenant.objects.filter(slug="hidden-c").exists()
 
 
 def test_chunks_that_are_not_slices_have_null_offsets_in_json(indexed: World) -> None:

@@ -49,6 +49,7 @@ from knowledge.rag.types import (
     DocumentStore,
     Embedder,
     EmbeddingCache,
+    EmbeddingModels,
     FilterValue,
     Fusion,
     GraphSearchResult,
@@ -63,7 +64,7 @@ from knowledge.rag.types import (
 
 __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
-    "EmbeddingCache", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
+    "EmbeddingCache", "EmbeddingModels", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
@@ -122,6 +123,12 @@ def postgres(
 ) -> RAGService:
     """A service over the Django-model backend; the namespace is a tenant slug.
 
+    For trusted application code, as in the seed, a namespace is any safe identity: the first
+    ingest into a namespace without a tenant creates one (audited ``create_namespace``), and
+    searches and fetches of one that does not exist find nothing. The product's HTTP, MCP and
+    web surfaces never come through here: they resolve an existing tenant first (unknown: 404)
+    and use ``tenant_service``, whose backend creates nothing.
+
     ``embedder`` and ``chunker`` may also be given by position (Quarry's older form). The
     seed's first argument, a DSN, and its ``table`` are refused with ``ConfigurationError``:
     storage is Django's database alias ``using``.
@@ -142,7 +149,7 @@ def postgres(
     from knowledge.rag.backends.postgres import INLINE_INDEX_MAX_CHUNKS, PostgresBackend
 
     inline = INLINE_INDEX_MAX_CHUNKS if inline_index_max_chunks is None else inline_index_max_chunks
-    backend = PostgresBackend(using, inline_index_max_chunks=inline)
+    backend = PostgresBackend(using, inline_index_max_chunks=inline, create_namespaces=True)
     return service(
         backend, embedder if embedder is not None else positional_embedder, chunker if chunker is not None else positional_chunker,
         namespace=namespace, rrf_k=rrf_k, rerank=rerank, fusion=fusion, fusion_weight=fusion_weight,

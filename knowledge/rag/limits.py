@@ -23,7 +23,13 @@ MAX_METADATA_STRING_CHARS = 10_000
 
 # Identifiers end up in URLs, chunk ids ("<document id>:<n>") and log lines.
 DOCUMENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$")
-CHUNK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}:[0-9]{1,6}$")
+# A chunk id is a safe, bounded identifier, as the seed bounds it, not the default chunker's
+# "<document id>:<n>" shape: custom backends name chunks their own way, and a fetch of an id
+# that does not exist omits it rather than refusing it. 207 characters hold every default id
+# (a 200-character document id, ':' and an ordinal of up to 6 digits) and fit Chunk.chunk_id.
+MAX_CHUNK_ID_CHARS = 207
+CHUNK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,206}$")
+CHUNK_ID_WHAT = f"chunk id (letters, digits and ._:/@+=-, at most {MAX_CHUNK_ID_CHARS})"
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 FIELD_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # Characters no text may hold: NUL (PostgreSQL text and jsonb cannot store it) and unpaired
@@ -47,7 +53,7 @@ def is_document_id(value: object) -> bool:
 _ID_CHARS = "A-Za-z0-9._:@+=-"
 DOCUMENT_ID_PATTERN = f"^[A-Za-z0-9][{_ID_CHARS}]*(?:/[{_ID_CHARS}]*[A-Za-z0-9_:@+=-][{_ID_CHARS}]*)*$"
 DOCUMENT_ID_LOOKUP_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}$"
-CHUNK_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,199}:[0-9]{1,6}$"
+CHUNK_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,206}$"
 FIELD_PATTERN = "^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 _CONTROLS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f"
 _LINE_CONTROLS = "\\u0000-\\u001f\\u007f"

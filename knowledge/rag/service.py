@@ -61,6 +61,7 @@ from knowledge.rag.types import (
     check_vector,
     content_hash,
     declared_dimension,
+    derived_dimension,
     embedder_label,
     embedder_model_id,
     embedding_input,
@@ -447,14 +448,14 @@ class RAGService:
     async def graph_picture(self, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
         """How these chunks connect through the entities they mention (``expand``: with other documents' chunks)."""
         backend = self._graph_backend()
-        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_LIMIT)
+        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_LIMIT)
         if not self._started:
             await self.start()
         return await backend.graph_picture(self.namespace, ids, expand=expand)
 
     async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
         """The chunks with these ids, in the requested order; unknown ids are omitted."""
-        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')", limits.MAX_FETCH_IDS)
+        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_FETCH_IDS)
         namespace = self.namespace
         if not self._started:
             await self.start()
@@ -531,14 +532,19 @@ class RAGService:
                 items.setdefault(content_hash(text), text)
         vectors: dict[str, Vector] = {}
         model_id = embedder_model_id(self.embedder, self._expected_dimension())
+        # The dimension a derived model id was read back from the store with, not yet seen from the embedder.
+        provisional: int | None = None
         if model_id is None:
-            # An embedder without model_id or dimension: its id needs the dimension of its
-            # vectors, so embed one text first (it would be embedded anyway unless unchanged).
-            first = next(iter(items.items()))
-            vectors.update(await self._embed_many([first], kind="document"))
-            model_id = embedder_model_id(self.embedder, self._dimension_seen)
+            # An embedder without model_id or dimension: its id needs the dimension of its vectors.
+            model_id, provisional, probe = await self._stored_derived_id(namespace, [doc.id for doc, _ in planned])
+            if probe:
+                # The backend cannot say under which id it holds these documents' vectors: embed one
+                # text first to learn it (it would be embedded anyway unless unchanged).
+                first = next(iter(items.items()))
+                vectors.update(await self._embed_many([first], kind="document"))
+                model_id = embedder_model_id(self.embedder, self._dimension_seen)
         known_embeddings = getattr(self.backend, "known_embeddings", None)
-        if callable(known_embeddings):
+        if callable(known_embeddings) and model_id is not None:
             known: Mapping[tuple[str, str], Vector] = await known_embeddings(namespace, [doc.id for doc, _ in planned], model_id)
             for (_, digest), vector in known.items():
                 vectors.setdefault(digest, vector)
@@ -550,7 +556,8 @@ class RAGService:
             vectors.update(await cached(namespace, model_id, [digest for digest, _ in missing]))
             missing = [(digest, text) for digest, text in missing if digest not in vectors]
         store: Callable[[dict[str, Vector]], Any] | None = None
-        if callable(keep) and model_id is not None:
+        # Not under a provisional id: vectors of another dimension must never be cached under it.
+        if callable(keep) and model_id is not None and provisional is None:
             resolved_model = model_id
 
             async def store(batch: dict[str, Vector]) -> None:
@@ -562,9 +569,39 @@ class RAGService:
         vectors.update(await self._embed_many(
             missing, kind="document", on_progress=on_progress, store=store, reused=reused, total=len(items), on_counts=on_counts,
         ))
+        if provisional is not None and self._dimension_seen not in (None, provisional):
+            # The embedder's vectors changed dimension since the stored ones were made: those cannot
+            # be reused beside them. Start over under the id of the dimension now seen (rare: the
+            # freshly computed vectors are computed once more).
+            return await self._document_vectors(namespace, planned, on_progress, on_counts)
+        if model_id is None:
+            model_id = embedder_model_id(self.embedder, self._dimension_seen)  # everything was embedded above
         if on_progress is not None and not missing:
             on_progress(1.0)
         return vectors, model_id
+
+    async def _stored_derived_id(self, namespace: str, document_ids: list[str]) -> tuple[str | None, int | None, bool]:
+        """For an embedder declaring neither model id nor dimension: ``(model id, its dimension, probe)``.
+
+        The id (and the dimension it names) of the vectors of this embedder the backend holds for
+        these documents, read back without an embedding call (``embedding_models``, an optional
+        capability); ``(None, None, False)`` when it holds none, since nothing could be reused then
+        and every text goes to the embedder in the same calls. ``probe`` is True when the backend can
+        give vectors back (``known_embeddings``) but cannot say under which id: the caller then
+        embeds one text first to learn it.
+        """
+        assert self.embedder is not None
+        lookup = getattr(self.backend, "embedding_models", None)
+        if not callable(lookup):
+            return None, None, callable(getattr(self.backend, "known_embeddings", None))
+        stored = await lookup(namespace, document_ids)
+        dimensions = sorted({d for m in stored if (d := derived_dimension(self.embedder, m)) is not None})
+        if not dimensions:
+            return None, None, False
+        # Several (the embedder changed dimension between ingests): any is a guess; a wrong one is
+        # caught when the first new vector arrives. With nothing to embed, the guess stands: the
+        # unchanged chunks keep the vectors they have (give such an embedder a model_id or dimension).
+        return embedder_model_id(self.embedder, dimensions[-1]), dimensions[-1], False
 
     def _expected_dimension(self) -> int | None:
         assert self.embedder is not None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
@@ -290,7 +290,7 @@ class RAGChunk:
         if self.embedding is not None:
             object.__setattr__(self, "embedding", check_vector(self.embedding, "embedding"))
         object.__setattr__(self, "metadata", check_metadata(self.metadata))
-        check_identifier("chunk_id", self.chunk_id, limits.CHUNK_ID_RE, "chunk id ('<document id>:<n>')")
+        check_identifier("chunk_id", self.chunk_id, limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT)
         check_identifier("document_id", self.document_id, limits.DOCUMENT_ID_RE, "document id")
         check_identifier("namespace", self.namespace, limits.NAMESPACE_RE, "namespace")
         _check_optional_text("title", self.title, limits.MAX_TITLE_CHARS)
@@ -495,6 +495,17 @@ class EmbeddingCache(Protocol):
 
 
 @runtime_checkable
+class EmbeddingModels(Protocol):
+    """Optional backend capability: the model ids of the vectors these documents' chunks hold.
+
+    Lets the service find the derived id (``embedder_model_id``) of an embedder that declares
+    neither ``model_id`` nor ``dimension`` without embedding a text first to learn its dimension:
+    every chunk of an ingest then goes to the embedder in the same calls."""
+
+    async def embedding_models(self, namespace: str, document_ids: Sequence[str]) -> Collection[str]: ...
+
+
+@runtime_checkable
 class VectorStore(Protocol):
     """Optional backend capability: vectors kept as they are computed, before their chunks are written,
     by ``(namespace, model_id, content_hash)``. The service hands each embedding batch to
@@ -586,6 +597,19 @@ def embedder_model_id(embedder: object, dimension: int | None) -> str | None:
         return None
     cls = type(innermost(embedder))
     return f"{cls.__module__}.{cls.__qualname__}/{dimension}"[:200]
+
+
+def derived_dimension(embedder: object, model_id: str) -> int | None:
+    """The dimension ``model_id`` names when it is the id ``embedder_model_id`` derives for this
+    embedder (``<module>.<qualified class name>/<dimension>``); None for any other id."""
+    if declared_model_id(embedder) is not None:
+        return None
+    cls = type(innermost(embedder))
+    prefix = f"{cls.__module__}.{cls.__qualname__}/"
+    rest = model_id[len(prefix):] if model_id.startswith(prefix) else ""
+    if not rest.isdigit() or embedder_model_id(embedder, int(rest)) != model_id:
+        return None  # not ours (or cut at 200 characters, where the dimension cannot be read back)
+    return int(rest)
 
 
 def embedder_label(embedder: object) -> str:

@@ -1,5 +1,6 @@
 """The seed's samples run over each backend: ``memory``, ``postgres`` (Quarry's, on the test
-database, namespaces created as tenants) and ``custom`` (the seed's "Build another backend")."""
+database; as in the seed, a namespace needs no setup: the first write creates its tenant) and
+``custom`` (the seed's "Build another backend")."""
 
 from __future__ import annotations
 
@@ -11,13 +12,9 @@ from asgiref.sync import async_to_sync
 
 from knowledge.rag import RAGService, rag
 from tests.embedders import BagOfWordsEmbedder
-from tests.factories import make_tenant
 from tests.seed.company_search import CompanySearchBackend
 from tests.seed.host import context
 from tests.seed.samples import Embeddings
-
-# Every namespace a sample or test uses; for PostgreSQL each is a tenant.
-NAMESPACES = ("test-tenant", "customer-a", "tenant", "alice", "bob")
 BACKENDS = ["memory", "postgres", "custom"]
 
 
@@ -46,9 +43,6 @@ class Store:
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, db: None) -> Store:
     """Every kind runs in a test transaction (the session must see ``db`` to create the test database)."""
-    if request.param == "postgres":
-        for slug in NAMESPACES:
-            make_tenant(slug)
     return Store(request.param)
 
 

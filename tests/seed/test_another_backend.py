@@ -43,6 +43,17 @@ def test_a_six_method_backend_serves_the_whole_api(embeddings: Embeddings) -> No
     assert backend.calls == ["start", "replace", "search", "search", "search", "fetch", "delete", "fetch"]
 
 
+def test_a_backend_may_name_its_chunks_its_own_way() -> None:
+    """Chunk ids are safe, bounded identifiers; '<document id>:<n>' is only the default chunker's shape."""
+    backend = CompanySearchBackend()
+    section = RAGChunk("manual-2026.setup", "manual-2026", "customer-a", "Setting up the product.", "Product manual")
+    knowledge = rag.service(backend, namespace="customer-a")
+    run(knowledge.start)
+    run(backend.replace, "customer-a", ("manual-2026",), (section,))
+    assert run(knowledge.fetch, ("manual-2026:0", "manual-2026.setup", "nope")) == (section,)
+    assert [h.chunk for h in run(knowledge.search, "setting up", mode="keyword")] == [section]
+
+
 def test_results_may_be_lists_and_callers_may_treat_them_as_sequences(embeddings: Embeddings) -> None:
     class ListBackend(CompanySearchBackend):
         async def search(self, query):  # type: ignore[no-untyped-def]

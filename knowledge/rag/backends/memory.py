@@ -64,7 +64,8 @@ class MemoryBackend:
     """Holds at most ``max_chunks`` chunks across all namespaces; refuses to grow past it.
 
     The seed's six methods, plus Quarry's optional capabilities: ``replace_documents`` and
-    ``delete_documents`` (kept in ``audit``), ``known_embeddings``, re-ranking.
+    ``delete_documents`` (kept in ``audit``), ``known_embeddings``, ``embedding_models``, re-ranking.
+    A namespace is any safe identity: it exists once something is written to it.
     """
 
     supports_rerank = True
@@ -156,6 +157,11 @@ class MemoryBackend:
             for s in docs.get(d, [])
             if s.vector is not None and s.embedding_model == model_id
         }
+
+    async def embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        """The model ids of the vectors these documents' chunks hold."""
+        docs = self._docs.get(namespace, {})
+        return {s.embedding_model for d in document_ids for s in docs.get(d, []) if s.vector is not None and s.embedding_model}
 
     async def search(self, query: RAGQuery) -> list[RAGHit]:
         pool = [s for chunks in self._docs.get(query.namespace, {}).values() for s in chunks if _matches(s.chunk.metadata, query.filters)]

@@ -105,7 +105,10 @@ class PostgresBackend:
 
     The seed's six methods, plus Quarry's optional capabilities: audited whole-document
     writes (``replace_documents``, ``delete_documents``), ``known_embeddings``,
-    re-ranking, and the indexing backlog (``backlog``, ``index_backlog``).
+    ``embedding_models``, re-ranking, and the indexing backlog (``backlog``, ``index_backlog``).
+
+    Reads (``search``, ``fetch``) of a namespace without a tenant find nothing. Writes to one
+    raise ``NamespaceNotFound``, unless ``create_namespaces``: then the first write creates it.
     """
 
     supports_rerank = True
@@ -116,7 +119,7 @@ class PostgresBackend:
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | str | None = None,
         graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None,
         on_graph_indexed: Callable[[str], None] | str | None = None, extract_graph: bool = True,
-        exact_max_chunks: int = EXACT_MAX_CHUNKS,
+        exact_max_chunks: int = EXACT_MAX_CHUNKS, create_namespaces: bool = False,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog. ``on_backlog(namespace)``
         is called inside the transaction that left chunks un-indexed (schedule the indexer there,
@@ -131,12 +134,20 @@ class PostgresBackend:
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
-        every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway."""
+        every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway.
+
+        ``create_namespaces``: an ingest into a namespace without a tenant creates the tenant (slug and
+        name the namespace), audited ``create_namespace``, in the ingest's transaction; a deletion there
+        deletes nothing. For trusted application code (``rag.postgres`` sets it, as the seed's namespaces
+        are any safe identity). The product's own backend (``QUARRY_RAG_BACKEND``) leaves it off: every
+        request resolves an existing tenant first, and a write to a tenant deleted meanwhile must fail,
+        not bring it back."""
         if inline_index_max_chunks < 0:
             raise ValueError("inline_index_max_chunks must be 0 or more")
         if exact_max_chunks < 0:
             raise ValueError("exact_max_chunks must be 0 or more")
         self.exact_max_chunks = exact_max_chunks
+        self.create_namespaces = create_namespaces
         self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
         self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
         self.on_graph_indexed = on_graph_indexed
@@ -160,10 +171,30 @@ class PostgresBackend:
     # --- helpers ---------------------------------------------------------------
 
     def _tenant_id(self, namespace: str) -> int:
-        tenant_id = Tenant.objects.using(self.using).filter(slug=namespace).values_list("id", flat=True).first()
+        tenant_id = self._find_tenant_id(namespace)
         if tenant_id is None:
             raise NamespaceNotFound(f"namespace {namespace!r}: no tenant with that slug")
         return tenant_id
+
+    def _find_tenant_id(self, namespace: str) -> int | None:
+        """The tenant of the namespace, or None: reads of a namespace that does not exist find nothing."""
+        return Tenant.objects.using(self.using).filter(slug=namespace).values_list("id", flat=True).first()
+
+    def _written_tenant_id(self, cursor: Any, namespace: str, actor: str | None, trigger: Trigger) -> int:
+        """The tenant an ingest writes into; with ``create_namespaces``, created (and audited) when missing.
+
+        Runs inside the ingest's transaction, so an ingest that fails leaves no tenant behind. Two first
+        ingests into one new namespace race on the slug's unique index: the second waits for the first
+        to commit, and ``get_or_create`` then finds its row (inside a savepoint, so the ingest goes on).
+        """
+        if not self.create_namespaces:
+            return self._tenant_id(namespace)
+        # The ORM, not accounts.services.tenant_create (a layer above this one), with the same row:
+        # name = slug. The namespace already matches the slug's pattern (limits.NAMESPACE_RE).
+        tenant, created = Tenant.objects.using(self.using).get_or_create(slug=namespace, defaults={"name": namespace})
+        if created:
+            self._audit(cursor, tenant.pk, actor, trigger, "create_namespace", [], 0)
+        return tenant.pk
 
     def has_pgvector(self) -> bool:
         if self._pgvector is None:
@@ -196,12 +227,12 @@ class PostgresBackend:
         return await sync_to_async(self._replace, thread_sensitive=True)(namespace, documents, actor, trigger)
 
     def _replace(self, namespace: str, documents: Sequence[PreparedDocument], actor: str | None, trigger: Trigger) -> int:
-        tenant_id = self._tenant_id(namespace)
         # A fixed lock order (by id) keeps two multi-document ingests from deadlocking.
         ordered = sorted(documents, key=lambda p: p.document.id)
         total = sum(len(p.chunks) for p in ordered)
         inline = total <= self.inline_index_max_chunks
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            tenant_id = self._written_tenant_id(cursor, namespace, actor, trigger)
             _plan_for_keyed_writes(cursor)
             config = self._share_search_config(cursor, tenant_id)
             self._claim_embedding_model(cursor, namespace, tenant_id, ordered)
@@ -673,6 +704,9 @@ class PostgresBackend:
         return await sync_to_async(self._delete, thread_sensitive=True)(namespace, document_ids, actor, trigger)
 
     def _delete(self, namespace: str, document_ids: Sequence[str], actor: str | None, trigger: Trigger) -> int:
+        found = self._find_tenant_id(namespace)
+        if found is None and self.create_namespaces:
+            return 0  # a namespace nothing was written to holds nothing to delete (and is not created for it)
         tenant_id = self._tenant_id(namespace)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
             _plan_for_keyed_writes(cursor)
@@ -703,7 +737,9 @@ class PostgresBackend:
         return await sync_to_async(self._known_embeddings, thread_sensitive=True)(namespace, document_ids, model_id)
 
     def _known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]:
-        tenant_id = self._tenant_id(namespace)
+        tenant_id = self._find_tenant_id(namespace)
+        if tenant_id is None:
+            return {}  # a new namespace: nothing to reuse (the write decides whether it may exist)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
             _plan_for_keyed_writes(cursor)
             cursor.execute(
@@ -727,9 +763,9 @@ class PostgresBackend:
         return await sync_to_async(self._cached_embeddings, thread_sensitive=True)(namespace, model_id, digests)
 
     def _cached_embeddings(self, namespace: str, model_id: str, digests: Sequence[str]) -> dict[str, Vector]:
-        if not digests:
+        tenant_id = self._find_tenant_id(namespace) if digests else None
+        if tenant_id is None:
             return {}
-        tenant_id = self._tenant_id(namespace)
         with connections[self.using].cursor() as cursor:
             cursor.execute(
                 "SELECT content_hash, embedding FROM knowledge_embeddingcache "
@@ -743,9 +779,9 @@ class PostgresBackend:
         await sync_to_async(self._cache_embeddings, thread_sensitive=True)(namespace, model_id, vectors)
 
     def _cache_embeddings(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None:
-        if not vectors:
-            return
-        tenant_id = self._tenant_id(namespace)
+        tenant_id = self._find_tenant_id(namespace) if vectors else None
+        if tenant_id is None:
+            return  # nothing to keep, or a namespace its ingest has not created yet: no run to resume there
         digests = sorted(vectors)  # a fixed order: two runs upserting overlapping keys cannot deadlock
         # Its own transaction even inside an outer one: what is computed is kept whatever happens next.
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
@@ -756,11 +792,28 @@ class PostgresBackend:
                 [tenant_id, model_id, digests, [",".join(map(repr, vectors[d])) for d in digests]],
             )
 
+    async def embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        """The model ids of the vectors these documents' chunks hold (found through the documents' unique key)."""
+        return await sync_to_async(self._embedding_models, thread_sensitive=True)(namespace, document_ids)
+
+    def _embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT c.embedding_model FROM accounts_tenant t "
+                "JOIN knowledge_document d ON d.tenant_id = t.id AND d.external_id = ANY(%s) "
+                "JOIN knowledge_chunk c ON c.document_id = d.id "
+                "WHERE t.slug = %s AND c.embedding IS NOT NULL AND c.embedding_model <> ''",
+                [list(document_ids), namespace],
+            )
+            return {row[0] for row in cursor.fetchall()}
+
     async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids)
 
     def _fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
-        tenant_id = self._tenant_id(namespace)
+        tenant_id = self._find_tenant_id(namespace)
+        if tenant_id is None:
+            return []  # an unknown namespace holds nothing (as search says)
         with connections[self.using].cursor() as cursor:
             # Projected like search: no vectors (they stay in the datastore), so a fetched chunk equals a hit's.
             cursor.execute(
@@ -784,7 +837,7 @@ class PostgresBackend:
     def _search(self, query: RAGQuery) -> list[RAGHit]:
         if query.graph:
             return self._graph_search(query).hits
-        tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
+        tenant_id = self._find_tenant_id(query.namespace)
         if tenant_id is None:
             return []  # an unknown namespace holds nothing
         # A small tenant skips the ANN index altogether: exact costs it a few milliseconds, and its
@@ -842,7 +895,7 @@ class PostgresBackend:
         return await sync_to_async(self._graph_search, thread_sensitive=True)(query)
 
     def _graph_search(self, query: RAGQuery) -> GraphSearchResult:
-        tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
+        tenant_id = self._find_tenant_id(query.namespace)
         if tenant_id is None:
             return GraphSearchResult([], GraphLeg())
         # The hybrid list as deep as the graph's fusion reads it (its RRF scores down to rank 100 are the
@@ -911,7 +964,7 @@ class PostgresBackend:
         return await sync_to_async(self._graph_triplets, thread_sensitive=True)(query)
 
     def _graph_triplets(self, query: RAGQuery) -> list[Triplet]:
-        tenant_id = Tenant.objects.using(self.using).filter(slug=query.namespace).values_list("id", flat=True).first()
+        tenant_id = self._find_tenant_id(query.namespace)
         if tenant_id is None:
             return []
         seeds = self._search(dataclasses.replace(query, graph=False, limit=self.graph.seeds, min_score=None))
@@ -927,7 +980,7 @@ class PostgresBackend:
         return await sync_to_async(self._graph_neighbors, thread_sensitive=True)(namespace, entity, limit)
 
     def _graph_neighbors(self, namespace: str, entity: str, limit: int) -> Neighborhood:
-        tenant_id = Tenant.objects.using(self.using).filter(slug=namespace).values_list("id", flat=True).first()
+        tenant_id = self._find_tenant_id(namespace)
         if tenant_id is None:
             return Neighborhood(None)
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
@@ -938,7 +991,7 @@ class PostgresBackend:
         return await sync_to_async(self._graph_picture, thread_sensitive=True)(namespace, chunk_ids, expand)
 
     def _graph_picture(self, namespace: str, chunk_ids: Sequence[str], expand: bool) -> Picture:
-        tenant_id = Tenant.objects.using(self.using).filter(slug=namespace).values_list("id", flat=True).first()
+        tenant_id = self._find_tenant_id(namespace)
         if tenant_id is None:
             return Picture()
         with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
