@@ -417,11 +417,9 @@ def _kept_places() -> str:
         before, name = f"ranked{step - 1}", ("ranked" if step == len(places) else f"ranked{step}")
         steps.append(f"""
 numbered{step} AS (
-    SELECT *, coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false) AS kept,
-           count(*) FILTER (WHERE coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false)) OVER () AS kept_count,
-           row_number() OVER (PARTITION BY coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false)
-                              ORDER BY fused DESC, raised DESC, rrf_rank) AS place
-    FROM {before}
+    SELECT *, count(*) FILTER (WHERE kept) OVER () AS kept_count,
+           row_number() OVER (PARTITION BY kept ORDER BY fused DESC, raised DESC, rrf_rank) AS place
+    FROM (SELECT *, coalesce(kw_r <= {int(count)}, false) OR coalesce(sem_r <= {int(count)}, false) AS kept FROM {before}) marked
 ),
 floored{step} AS (
     SELECT *, max(fused) FILTER (WHERE NOT kept AND place = {int(within)} - kept_count + 1 AND kept_count <= {int(within)}) OVER () AS floor
