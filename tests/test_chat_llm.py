@@ -258,25 +258,23 @@ def test_the_citations_event_holds_only_the_passages_the_answer_used(world: Worl
 
 
 def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_embeds_nothing(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, settings: Any
 ) -> None:
-    """Retrieval compared every hit's stored vector with the question's; the offline model reuses that."""
+    """Retrieval compared every hit's stored vector with the question's; the offline model reuses that
+    instead of embedding the passages' sentences again. The configured embedder is the local model
+    recording its calls, and the offline model's sentence embedder is that one: every embed call of
+    the answer is seen."""
     from contextlib import aclosing
 
-    from chat.llm import offline
     from chat.llm.selection import current_similarities
     from chat.pipeline import answer_stream
     from chat.services import chat_session_create
 
+    settings.QUARRY_EMBEDDER = {"CLASS": "tests.embedders.RecordingLocalEmbedder", "OPTIONS": {}}
+    embedder = rag.default_embedder()
     index_world(world)
     session = chat_session_create(tenant=world.acme, principal="user:1")
-    embedded: list[list[str]] = []
-
-    async def recording(texts: list[str]) -> list[list[float]] | None:
-        embedded.append(texts)
-        return None
-
-    monkeypatch.setattr(offline, "_embed", recording)
+    embedder.calls.clear()
 
     async def collect() -> list[Any]:
         async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
@@ -285,7 +283,8 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     events = async_to_sync(collect)()
     text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
     assert "Editors upload files in the admin." in text
-    assert embedded == []
+    embedded = [t for call in embedder.calls for t in call]
+    assert embedded == [UPLOAD_QUESTION]  # retrieval's query alone: no passage sentence (titled "Uploading. Editors...")
     assert current_similarities() is None  # the pipeline's context ends with its model call
 
 

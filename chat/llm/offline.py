@@ -127,7 +127,7 @@ def _sync_vectors(texts: list[str]) -> list[list[float]] | None:
     return None
 
 
-class _VectorCache:
+class VectorCache:
     """The last ``size`` texts' vectors, per embedder model: a knowledge base is asked about the same
     passages again and again (and a follow-up repeats the question), and a sentence embedded once
     need not pay the embedder's ~5-30 ms a sentence on CPU again. Thread-safe (the sync path embeds
@@ -160,8 +160,34 @@ class _VectorCache:
         with self._lock:
             self._vectors.clear()
 
+    async def embed(self, embedder: rag.Embedder | None, texts: list[str]) -> list[list[float]] | None:
+        """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
+        when there is no embedder, it cannot read the question (``texts[0]``, as ``select`` asks;
+        ``knowledge.rag.scripts``) or it failed: the selection then uses BM25 alone."""
+        if embedder is None or not texts:
+            return None
+        if not rag.reads(embedder, texts[0]):
+            # An English model's cosines to a Chinese question are noise that the relevance floor would
+            # take for meaning (declining every CJK question): the question's terms decide instead.
+            return None
+        # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
+        # one (a settings change, a test's fake) must not be answered with another's vectors.
+        model = f"{getattr(embedder, 'model_id', None) or type(embedder).__qualname__}@{id(embedder)}"
+        found = self.get(model, texts)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        if missing:
+            try:
+                computed = await embedder.embed(missing, kind="query")
+            except (rag.RAGError, OSError, ValueError) as exc:
+                logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
+                return None
+            self.put(model, missing, computed)
+            fresh = dict(zip(missing, computed, strict=True))
+            found = [v if v is not None else fresh[t] for t, v in zip(texts, found, strict=True)]
+        return found  # type: ignore[return-value]  # every slot is filled
 
-_vector_cache = _VectorCache()
+
+_vector_cache = VectorCache()
 
 
 def _sentence_embedder() -> rag.Embedder | None:
@@ -179,31 +205,8 @@ def _sentence_embedder() -> rag.Embedder | None:
 
 
 async def _embed(texts: list[str]) -> list[list[float]] | None:
-    """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
-    when there is no embedder, it cannot read the question (``texts[0]``, as ``select`` asks;
-    ``knowledge.rag.scripts``) or it failed: the selection then uses BM25 alone."""
-    embedder = _sentence_embedder()
-    if embedder is None or not texts:
-        return None
-    if not rag.reads(embedder, texts[0]):
-        # An English model's cosines to a Chinese question are noise that the relevance floor would
-        # take for meaning (declining every CJK question): the question's terms decide instead.
-        return None
-    # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
-    # one (a settings change, a test's fake) must not be answered with another's vectors.
-    model = f"{getattr(embedder, 'model_id', None) or type(embedder).__qualname__}@{id(embedder)}"
-    found = _vector_cache.get(model, texts)
-    missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
-    if missing:
-        try:
-            computed = await embedder.embed(missing, kind="query")
-        except (rag.RAGError, OSError, ValueError) as exc:
-            logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
-            return None
-        _vector_cache.put(model, missing, computed)
-        fresh = dict(zip(missing, computed, strict=True))
-        found = [v if v is not None else fresh[t] for t, v in zip(texts, found, strict=True)]
-    return found  # type: ignore[return-value]  # every slot is filled
+    """The vectors of ``texts`` by the sentence embedder, through the process's cache (``VectorCache.embed``)."""
+    return await _vector_cache.embed(_sentence_embedder(), texts)
 
 
 def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
