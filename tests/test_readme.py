@@ -2,9 +2,9 @@
 
 Every ``.venv/bin/python manage.py ...`` line of the README's ``sh`` blocks runs in README
 order, in a scratch data directory (its own development secret, as ``make run`` writes
-it) and a scratch database, with neither DEBUG nor SECRET_KEY in the environment. Only
-the example data paths are swapped for small folders this test builds (``DATA``); the
-command lines are otherwise the README's own. The README's Python blocks run in
+it) and a scratch database, with neither DEBUG nor SECRET_KEY in the environment. The
+example files are the checkout's own (``examples/``); only the BEIR collection's path is
+swapped for a small folder this test builds (``DATA``). The README's Python blocks run in
 ``manage.py shell``.
 """
 
@@ -29,7 +29,7 @@ from tests.test_knowledge_commands import write_beir
 
 README = ROOT / "README.md"
 # Example paths of the README -> what this test puts there (the commands stay the same otherwise).
-DATA = {"docs/": "docs", "../shared/data/scifact": "beir"}
+DATA = {"../shared/data/scifact": "beir"}
 
 
 def readme_blocks(kind: str) -> list[str]:
@@ -60,10 +60,6 @@ def scratch(tmp_path: Path, db: None) -> Iterator[dict[str, str]]:
                      ["manage.py", "demo_setup", "--quiet"], ["manage.py", "demo_corpus"]):
             done = subprocess.run([sys.executable, *step], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, f"make run's step {step} failed:\n{done.stderr[-3000:]}"
-        docs = tmp_path / "docs"
-        docs.mkdir()
-        (docs / "guide.md").write_text("# Guide\n\nResearch notes live in the research tenant.\n", encoding="utf-8")
-        (docs / "notes.txt").write_text("Plain notes about the quarry's granite.\n", encoding="utf-8")
         (tmp_path / "beir").mkdir()
         write_beir(tmp_path / "beir")
         yield env
