@@ -32,6 +32,7 @@ from knowledge.rag.embedding import LiteLLMEmbedder
 from knowledge.selectors import chunk_search
 from tests.conftest import World
 from tests.fake_openai import FakeOpenAI, ReceivedRequest, Reply, embeddings_route, fake_openai_server
+from tests.documents import FOUR_SLIDES, make_deck
 from tests.test_extraction import encrypt_pdf, make_docx, make_pdf
 
 LONG_TEXT = "\n\n".join(
@@ -215,6 +216,20 @@ def test_each_bad_file_fails_with_a_clear_reason_and_the_rest_of_the_batch_is_in
     assert Document.objects.get(tenant=world.acme, external_id="good.docx").title == "Word title"
     assert Document.objects.get(tenant=world.acme, external_id="good.pdf").chunk_count == 1
     assert not Chunk.objects.filter(document__status="failed").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_uploaded_deck_becomes_a_passage_per_slide(world: World, provider: FakeOpenAI) -> None:
+    """The README's promise for .pptx: four short slides are four chunks, not one chunk of them all."""
+    [document] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("induction.pptx", make_deck(FOUR_SLIDES))])
+    assert process(document, provider) is Outcome.READY
+    chunks = list(Chunk.objects.filter(document=document).order_by("ordinal").values_list("chunk_id", "text", "start_char", "end_char"))
+    assert [(chunk_id, text) for chunk_id, text, _, _ in chunks] == [
+        (f"induction.pptx:{n}", f"Slide {n + 1}: {title}\n{body}") for n, (title, body) in enumerate(FOUR_SLIDES)
+    ]
+    text = reload(document).text
+    assert all(text[start:end] == chunk for _, chunk, start, end in chunks)  # offsets into the document's text
+    assert keyword_hits(world, "blasting siren") == ["induction.pptx:1"]
 
 
 @pytest.mark.django_db(transaction=True)
