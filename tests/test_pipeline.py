@@ -312,6 +312,9 @@ def test_cancelling_queued_work_fails_it_at_once_with_the_reason(world: World) -
     document = reload(document)
     assert (document.status, document.cancelled) == ("failed", True)  # the list says Cancelled, not Failed
     assert document.error == "draft was cancelled by alice before it finished. Nothing was indexed."
+    # The REST API says so too, with where the work was (the admin shows Cancelled).
+    body = world.client(world.teammate).get("/v1/documents/draft").json()
+    assert (body["status"], body["cancelled"], body["error"]) == ("failed", {"phase": "queued"}, document.error)
     assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert doc_services.document_cancel(documents=[document], actor="alice").not_running == 1
 
@@ -334,6 +337,8 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     document = reload(document)
     assert document.status == "failed" and document.error == "handbook was cancelled by alice before it finished. The previous version stays searchable."
     assert (document.version, document.lease_id, document.cancel_requested, document.cancelled) == (1, "", False, True)
+    listed = world.client(world.teammate).get("/v1/documents").json()["documents"]
+    assert [(d["id"], d["status"], d["cancelled"]) for d in listed] == [("handbook", "failed", {"phase": "embedding"})]
     # It stopped between batches, long before embedding everything, and wrote nothing.
     assert len(provider.received("/v1/embeddings")) < 10
     assert keyword_hits(world, "searchable") == ["handbook:0"]
@@ -343,6 +348,7 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     assert kept > 0
     assert doc_services.document_retry(documents=[document], actor="alice") == 1
     assert not reload(document).cancelled
+    assert world.client(world.teammate).get("/v1/documents/handbook").json()["cancelled"] is None
     assert process(document, provider) is Outcome.READY
     assert reload(document).chunk_count > 1
     # The cancelled run's vectors were kept: the retry embedded only the rest.
