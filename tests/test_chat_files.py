@@ -322,7 +322,7 @@ def test_mcp_tools_never_return_the_passages(attached: tuple[World, str, str], w
     tenant = w.globex if who == "outsider" else w.acme
     ctx = TenantContext(tenant=tenant, role=Role.ADMIN, user=user)
     for tool in ("hybrid_search", "keyword_search", "vector_search"):
-        found = async_to_sync(call_tool)(ctx, tool, {"query": QUESTION, "limit": 20})
+        found = async_to_sync(call_tool)(ctx, tool, {"query": QUESTION, "limit": 10})
         assert "Zanzibar" not in str(found) and file_id not in str(found), tool
     fetched = async_to_sync(call_tool)(ctx, "fetch_chunks", {"ids": [f"{file_id}:0"]})
     assert "Zanzibar" not in str(fetched)
