@@ -2,9 +2,9 @@
 
 Without ``--session`` a new session is started in ``--tenant`` (its id is printed, so
 the next call can continue it). ``--session`` alone continues a session in its own
-tenant (session ids are unique); ``--tenant`` beside it is a check that it is that one. The answer streams to stdout as it is generated, then
-its sources; ``--json`` prints instead the envelope ``POST /v1/chat/completions``
-answers with. Sessions belong to the principal ``cli`` unless ``--user`` names
+tenant (session ids are unique); ``--tenant`` beside it is a check that it is that one.
+The answer streams to stdout as it is generated, then its sources; ``--json`` prints
+instead the envelope ``POST /v1/chat/completions`` answers with. Sessions belong to the principal ``cli`` unless ``--user`` names
 a member of the tenant, whose sessions (web, API) it then continues.
 """
 
