@@ -26,17 +26,33 @@ def chat_sessions_of(*, tenant: Tenant, principal: str, kind: SessionKind | str 
     return ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind)
 
 
+def _session_id_shaped(session_id: Any) -> bool:
+    return isinstance(session_id, str) and session_id.startswith("session-") and len(session_id) <= 40
+
+
 def chat_session_find(
     *, tenant: Tenant, principal: str, session_id: Any, kind: SessionKind | str | None = None
 ) -> ChatSession | None:
     """The caller's session with this public id (of ``kind`` when given), its tenant loaded; None for
     anything else (malformed, unknown, another tenant's, another caller's)."""
-    if not isinstance(session_id, str) or not session_id.startswith("session-") or len(session_id) > 40:
+    if not _session_id_shaped(session_id):
         return None
     sessions = ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal)
     if kind is not None:
         sessions = sessions.of_kind(kind)
     return sessions.select_related("tenant").filter(public_id=session_id).first()
+
+
+def chat_session_tenant_slug(*, session_id: Any) -> str | None:
+    """The slug of the tenant that holds the session with this public id (None: malformed or unknown).
+
+    For the shell, which may name a session without its tenant: session ids are unique across
+    tenants. Nothing is granted by it; the caller still resolves the tenant and finds the session
+    as its principal (``chat_session_find``).
+    """
+    if not _session_id_shaped(session_id):
+        return None
+    return ChatSession.objects.filter(public_id=session_id).values_list("tenant__slug", flat=True).first()
 
 
 def chat_memory(*, session: ChatSession, limit: int, until: int | None | object = ...) -> list[MemoryTurn]:

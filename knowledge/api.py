@@ -32,7 +32,7 @@ from config.serializers import (
     TenantField,
 )
 from knowledge import rag
-from knowledge.models import Document, DocumentStatus
+from knowledge.models import CANCELLED_PHASES, Document, DocumentStatus
 from knowledge.rag import limits
 from knowledge.rag.types import MAX_FUSION_WEIGHT
 from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, document_list, graph_picture
@@ -380,6 +380,12 @@ class ChunkFetchApi(APIView):
 # --- Documents: synchronous ingest, background uploads, status, delete -----------------------------
 
 
+class CancelledSerializer(serializers.Serializer):
+    phase = serializers.ChoiceField(choices=CANCELLED_PHASES, allow_null=True, help_text=(
+        "Where the work was when it was cancelled: queued, processing (claimed, not yet extracting), extracting, "
+        "embedding or indexing; null for a document cancelled before Quarry kept the phase."))
+
+
 class DocumentSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="The id the caller chose.")
     title = serializers.CharField(allow_blank=True)
@@ -387,6 +393,9 @@ class DocumentSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=DocumentStatus.choices)
     progress = serializers.FloatField(help_text="0..1 while processing; 1 when ready.")
     error = serializers.CharField(allow_blank=True, help_text="Why the latest request failed, as a sentence naming the file; empty otherwise.")
+    cancelled = CancelledSerializer(allow_null=True, help_text=(
+        "Set when the latest request was cancelled (admin action), with the phase it was in; its status is then "
+        "`failed` (the admin lists it as Cancelled). Null otherwise."))
     chunk_count = serializers.IntegerField(help_text="Chunks currently searchable (the last version that landed).")
     metadata = MetadataField()
     updated_at = serializers.DateTimeField()
@@ -395,8 +404,9 @@ class DocumentSerializer(serializers.Serializer):
 def document_json(document: Document) -> dict[str, Any]:
     return {
         "id": document.external_id, "title": document.title, "uri": document.uri, "status": document.status,
-        "progress": document.progress, "error": document.error, "chunk_count": document.chunk_count,
-        "metadata": document.metadata, "updated_at": document.updated_at,
+        "progress": document.progress, "error": document.error,
+        "cancelled": {"phase": document.phase or None} if document.cancelled else None,
+        "chunk_count": document.chunk_count, "metadata": document.metadata, "updated_at": document.updated_at,
     }
 
 

@@ -97,6 +97,18 @@ def live_lease() -> Q:
     return Q(status=DocumentStatus.PROCESSING, lease_expires_at__gt=Now()) & ~Q(lease_id="")
 
 
+# Where a cancelled document's work stopped, kept in its ``phase`` (the REST API's ``cancelled.phase``).
+CANCELLED_PHASES = ("queued", "processing", "extracting", "embedding", "indexing")
+
+
+def _cancelled_phase() -> Case:
+    return Case(
+        When(status=DocumentStatus.QUEUED, then=Value("queued")),
+        When(phase="", then=Value("processing")),  # claimed, not yet extracting
+        default=F("phase"),
+    )
+
+
 class DocumentQuerySet(models.QuerySet["Document"]):
     """Reads, and the pipeline's state transitions as conditional UPDATEs (``knowledge.services.state``
     decides when each runs; every one of them changes only the rows it still applies to)."""
@@ -149,9 +161,12 @@ class DocumentQuerySet(models.QuerySet["Document"]):
 
     def mark_failed(self, *, actor: str, error: str, bump: bool, cancelled: bool = False) -> int:
         """Fail the latest request at once (a worker on it loses its lease and writes nothing).
-        ``bump``: this is itself a new request (an upload refused at once), not the end of one."""
+        ``bump``: this is itself a new request (an upload refused at once), not the end of one.
+        ``cancelled``: an editor cancelled it; ``phase`` then keeps where the work was stopped
+        (``CANCELLED_PHASES``: queued, a worker's phase, or processing before its first phase)."""
         return self.update(
-            status=DocumentStatus.FAILED, error=error, progress=0.0, phase="", eta_at=None, lease_id="", lease_expires_at=None, cancelled=cancelled,
+            status=DocumentStatus.FAILED, error=error, progress=0.0, phase=_cancelled_phase() if cancelled else Value(""),
+            eta_at=None, lease_id="", lease_expires_at=None, cancelled=cancelled,
             cancel_requested=False, finished_at=Now(), updated_at=Now(), requested_by=actor[:200],
             **({"generation": F("generation") + 1, "attempts": 0, "queued_at": Now()} if bump else {}),
         )

@@ -166,6 +166,16 @@ def test_too_many_files_is_a_400_naming_the_bound(files_world: World, settings: 
     assert Document.objects.filter(tenant=store_of(session_id)).count() == 1
 
 
+def test_more_files_in_one_upload_than_a_conversation_holds_is_a_400_naming_the_setting(files_world: World) -> None:
+    w = files_world
+    session_id = new_session(w, w.teammate)
+    response = upload(w, w.teammate, session_id, *[(f"f{n}.txt", b"a file", "text/plain") for n in range(11)])
+    assert response.status_code == 400
+    message = "A conversation holds at most 10 files (QUARRY_CHAT_FILES_MAX_FILES); this upload has more. Nothing was stored."
+    assert response.json()["fields"] == {"files": [message]}
+    assert not SessionFiles.objects.exists() and not Document.objects.filter(source_name="f0.txt").exists()
+
+
 def test_bytes_over_the_conversation_bound_are_refused_and_nothing_is_stored(files_world: World, settings: Any) -> None:
     settings.QUARRY_CHAT_FILES_MAX_BYTES = 2048
     w = files_world
@@ -312,7 +322,7 @@ def test_mcp_tools_never_return_the_passages(attached: tuple[World, str, str], w
     tenant = w.globex if who == "outsider" else w.acme
     ctx = TenantContext(tenant=tenant, role=Role.ADMIN, user=user)
     for tool in ("hybrid_search", "keyword_search", "vector_search"):
-        found = async_to_sync(call_tool)(ctx, tool, {"query": QUESTION, "limit": 20})
+        found = async_to_sync(call_tool)(ctx, tool, {"query": QUESTION, "limit": 10})
         assert "Zanzibar" not in str(found) and file_id not in str(found), tool
     fetched = async_to_sync(call_tool)(ctx, "fetch_chunks", {"ids": [f"{file_id}:0"]})
     assert "Zanzibar" not in str(fetched)

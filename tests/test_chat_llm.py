@@ -190,6 +190,26 @@ def test_cli_json_prints_the_http_envelope_and_continues_a_session(world: World)
     assert "BM25" in out.getvalue() and "Sources:\n  [1] modes:0" in out.getvalue()
     assert Turn.objects.filter(session=session).count() == 4
 
+    # The session alone names its tenant (session ids are unique), as the README's command shows.
+    out = io.StringIO()
+    call_command("chat", "How do editors upload files?", "--session", body["session_id"], "--json", stdout=out)
+    assert json.loads(out.getvalue())["session_id"] == body["session_id"]
+    assert Turn.objects.filter(session=session).count() == 6
+
+
+def test_cli_session_and_tenant_must_agree(world: World) -> None:
+    index_world(world)
+    out = io.StringIO()
+    call_command("chat", UPLOAD_QUESTION, "--tenant", "acme", "--json", stdout=out)
+    session_id = json.loads(out.getvalue())["session_id"]
+    with pytest.raises(CommandError, match=f"Session '{session_id}' is in tenant acme, not {world.globex.slug}; leave out --tenant"):
+        call_command("chat", "hi", "--tenant", world.globex.slug, "--session", session_id)
+    with pytest.raises(CommandError, match="No session 'session-x'; session ids look like session-"):
+        call_command("chat", "hi", "--session", "session-x")
+    with pytest.raises(CommandError, match=r"Name the tenant to start a session in \(--tenant SLUG\)"):
+        call_command("chat", "hi")
+    assert Turn.objects.count() == 2
+
 
 def test_cli_refuses_unknown_tenants_sessions_and_users(world: World) -> None:
     with pytest.raises(CommandError, match="tenant 'nowhere' does not exist"):

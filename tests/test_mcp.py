@@ -141,6 +141,8 @@ async def test_list_documents_pages_and_filters(base: str, acme_token: str) -> N
 @pytest.mark.parametrize(("tool", "arguments", "named"), [
     ("hybrid_search", {}, "query"),
     ("hybrid_search", {"query": "uploads", "limit": "lots"}, "limit"),
+    ("hybrid_search", {"query": "uploads", "limit": 0}, "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 0"),
+    ("hybrid_search", {"query": "uploads", "limit": 999}, "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 999"),
     ("keyword_search", {"query": "uploads", "filters": {"team": {"nested": 1}}}, "filters"),
     ("hybrid_search", {"query": "uploads", "colour": "red"}, "colour"),
     ("fetch_chunks", {"ids": ["not an id"]}, "ids"),

@@ -1,9 +1,10 @@
-"""``manage.py chat "MESSAGE" --tenant SLUG [--session ID] [--json]``: one grounded answer from the shell.
+"""``manage.py chat "MESSAGE" (--tenant SLUG | --session ID) [--json]``: one grounded answer from the shell.
 
-Without ``--session`` a new session is started (its id is printed, so the next
-call can continue it). The answer streams to stdout as it is generated, then
-its sources; ``--json`` prints instead the envelope ``POST /v1/chat/completions``
-answers with. Sessions belong to the principal ``cli`` unless ``--user`` names
+Without ``--session`` a new session is started in ``--tenant`` (its id is printed, so
+the next call can continue it). ``--session`` alone continues a session in its own
+tenant (session ids are unique); ``--tenant`` beside it is a check that it is that one.
+The answer streams to stdout as it is generated, then its sources; ``--json`` prints
+instead the envelope ``POST /v1/chat/completions`` answers with. Sessions belong to the principal ``cli`` unless ``--user`` names
 a member of the tenant, whose sessions (web, API) it then continues.
 """
 
@@ -20,7 +21,7 @@ from accounts.access import CliAccessError, cli_context
 from chat.models import ChatSession, SessionKind
 from chat.pipeline import ChatFailed, answer, answer_stream
 from chat.prompting import TEMPLATES
-from chat.selectors import chat_session_find
+from chat.selectors import chat_session_find, chat_session_tenant_slug
 from chat.services import chat_session_create
 from knowledge.rag import limits
 
@@ -29,8 +30,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("message", help="The question.")
-        parser.add_argument("--tenant", required=True, help="Tenant slug.")
-        parser.add_argument("--session", help="Continue this session (session-...); default: start a new one.")
+        parser.add_argument("--tenant", help="Tenant slug; needed to start a session, optional with --session (a check).")
+        parser.add_argument("--session", help="Continue this session (session-...) in its tenant; default: start a new one.")
         parser.add_argument("--user", help="Act as this member of the tenant (default: the 'cli' principal).")
         parser.add_argument("--template", choices=TEMPLATES, default="default", help="Prompt template.")
         parser.add_argument("--json", action="store_true", help="Print the HTTP API's JSON envelope.")
@@ -42,7 +43,7 @@ class Command(BaseCommand):
         if len(message) > limits.MAX_QUERY_CHARS or "\x00" in message:
             raise CommandError(f"The message must be at most {limits.MAX_QUERY_CHARS} characters, without NUL.")
         try:
-            ctx = cli_context(tenant_slug=options["tenant"], username=options["user"])
+            ctx = cli_context(tenant_slug=self._tenant_slug(options["tenant"], options["session"]), username=options["user"])
         except CliAccessError as exc:
             raise CommandError(str(exc)) from None
         session = self._session(ctx.tenant, ctx.principal, options["session"])
@@ -55,6 +56,21 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(body, indent=2, ensure_ascii=False))
             return
         async_to_sync(self._stream)(session, message, options["template"])
+
+    def _tenant_slug(self, tenant: str | None, session_id: str | None) -> str:
+        """The tenant to act in: ``--tenant``, else the session's own; both given, they must agree."""
+        if session_id is None:
+            if tenant is None:
+                raise CommandError("Name the tenant to start a session in (--tenant SLUG), or a session to continue (--session ID).")
+            return tenant
+        owner = chat_session_tenant_slug(session_id=session_id)
+        if tenant is None:
+            if owner is None:
+                raise CommandError(f"No session {session_id!r}; session ids look like session-..., as this command prints them.")
+            return owner
+        if owner is not None and owner != tenant:
+            raise CommandError(f"Session {session_id!r} is in tenant {owner}, not {tenant}; leave out --tenant to continue it there.")
+        return tenant
 
     def _session(self, tenant: Any, principal: str, session_id: str | None) -> ChatSession:
         if session_id is None:
