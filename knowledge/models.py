@@ -99,6 +99,9 @@ def live_lease() -> Q:
 
 # Where a cancelled document's work stopped, kept in its ``phase`` (the REST API's ``cancelled.phase``).
 CANCELLED_PHASES = ("queued", "processing", "extracting", "embedding", "indexing")
+# What the REST API and MCP report: the stored status, except that a cancelled request (stored as
+# failed, with ``cancelled`` set) is its own status, as the admin shows it (``Document.api_status``).
+API_STATUSES = ("queued", "processing", "ready", "failed", "cancelled")
 
 
 def _cancelled_phase() -> Case:
@@ -115,6 +118,13 @@ class DocumentQuerySet(models.QuerySet["Document"]):
 
     def for_tenant(self, tenant_id: int) -> DocumentQuerySet:
         return self.filter(tenant_id=tenant_id)
+
+    def in_api_status(self, status: str) -> DocumentQuerySet:
+        """Documents whose ``api_status`` is ``status`` (one of ``API_STATUSES``; failed excludes cancelled)."""
+        if status == "cancelled":
+            return self.filter(cancelled=True)
+        found = self.filter(status=DocumentStatus(status))
+        return found.filter(cancelled=False) if status == DocumentStatus.FAILED else found
 
     def with_live_lease(self) -> DocumentQuerySet:
         return self.filter(live_lease())
@@ -238,6 +248,11 @@ class Document(models.Model):
     cancelled = models.BooleanField(default=False, db_default=False)
 
     objects = DocumentQuerySet.as_manager()
+
+    @property
+    def api_status(self) -> str:
+        """The status the REST API and MCP report (``API_STATUSES``): ``cancelled`` for a cancelled request."""
+        return "cancelled" if self.cancelled else self.status
 
     class Meta:
         constraints = [

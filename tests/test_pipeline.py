@@ -314,7 +314,11 @@ def test_cancelling_queued_work_fails_it_at_once_with_the_reason(world: World) -
     assert document.error == "draft was cancelled by alice before it finished. Nothing was indexed."
     # The REST API says so too, with where the work was (the admin shows Cancelled).
     body = world.client(world.teammate).get("/v1/documents/draft").json()
-    assert (body["status"], body["cancelled"], body["error"]) == ("failed", {"phase": "queued"}, document.error)
+    assert (body["status"], body["cancelled"], body["error"]) == ("cancelled", {"phase": "queued"}, document.error)
+    # Filtering by status: cancelled is its own, failed no longer lists it.
+    client = world.client(world.teammate)
+    assert [d["id"] for d in client.get("/v1/documents", {"status": "cancelled"}).json()["documents"]] == ["draft"]
+    assert client.get("/v1/documents", {"status": "failed"}).json()["documents"] == []
     assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert doc_services.document_cancel(documents=[document], actor="alice").not_running == 1
 
@@ -338,7 +342,7 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     assert document.status == "failed" and document.error == "handbook was cancelled by alice before it finished. The previous version stays searchable."
     assert (document.version, document.lease_id, document.cancel_requested, document.cancelled) == (1, "", False, True)
     listed = world.client(world.teammate).get("/v1/documents").json()["documents"]
-    assert [(d["id"], d["status"], d["cancelled"]) for d in listed] == [("handbook", "failed", {"phase": "embedding"})]
+    assert [(d["id"], d["status"], d["cancelled"]) for d in listed] == [("handbook", "cancelled", {"phase": "embedding"})]
     # It stopped between batches, long before embedding everything, and wrote nothing.
     assert len(provider.received("/v1/embeddings")) < 10
     assert keyword_hits(world, "searchable") == ["handbook:0"]
