@@ -26,7 +26,9 @@ Client -> server (JSON text frames; ``request_id`` is optional and echoed back):
 Server -> client: {"event": <name>, "data": {...}, "request_id": str | null}
   session      {session_id, kind, created}        first frame of every admitted ask
   citations, reasoning_delta, text_delta, usage, completed, error
-                                                  forwarded unchanged from the stream (see chat.events)
+                                                  forwarded unchanged from the stream, in that order (see
+                                                  chat.events: citations is the context, completed the
+                                                  stored answer with what it cites)
   run, step, tool_result                          agent mode only, forwarded unchanged (chat.agent.events;
                                                   there ``citations`` comes after the text)
   cancelled    {session_id}                       after "cancel": the stream is closed, nothing stored

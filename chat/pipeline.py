@@ -309,7 +309,9 @@ async def answer_stream(
     sources: str = "all",
     identifier: str | None = None,
 ) -> AsyncIterator[ChatEvent]:
-    """Answer ``prompt`` in ``session``, as events (see ``chat.events``).
+    """Answer ``prompt`` in ``session``, as events (see ``chat.events``): ``citations`` (the context),
+    the model's frames, then ``completed`` (the stored answer, renumbered, with what it cites), or
+    one terminal ``error``.
 
     Preconditions: ``session`` was loaded for the caller's tenant and principal
     (with ``session.tenant`` available); ``prompt`` is non-blank and within the
@@ -339,9 +341,14 @@ async def answer_stream(
         logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
         yield _error("retrieval_unavailable")
         return
+    # The seed's first frame: the context, numbered as the model sees it (before any model output,
+    # so a client can resolve the streamed text's markers as they arrive).
+    context: CitationsData = {"session_id": session.public_id, "citations": [citation_of(hit) for hit in hits]}
+    if graph is not None:
+        context["graph_search"] = graph
+    yield {"event": "citations", "data": context}
     parts: list[str] = []
     finished: Finished | None = None
-    markers = CitationMarkers(len(hits))
     try:
         memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS, until=branch.parent_id)
         messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
@@ -356,10 +363,9 @@ async def answer_stream(
                 async for item in model_events:
                     if isinstance(item, TextDelta):
                         first_token = first_token or time.monotonic()
-                        text = markers.feed(item.text)
-                        if text:
-                            parts.append(text)
-                            yield {"event": "text_delta", "data": {"text": text}}
+                        if item.text:
+                            parts.append(item.text)
+                            yield {"event": "text_delta", "data": {"text": item.text}}
                     elif isinstance(item, ReasoningDelta):
                         yield {"event": "reasoning_delta", "data": {"text": item.text}}
                     elif isinstance(item, UsageReport):
@@ -388,18 +394,12 @@ async def answer_stream(
     if finished is None:  # pragma: no cover - stream_chat always ends with Finished or raises
         yield _error("model_unavailable")
         return
-    tail = markers.flush()
-    if tail:
-        parts.append(tail)
-        yield {"event": "text_delta", "data": {"text": tail}}
-    # Cited: the passages the answer's markers name, in order of first use (the markers were
-    # renumbered to match); the others were retrieved and given to the model but not used.
+    # The stored answer is renumbered in order of first use and cites only the passages its markers
+    # name, in that order; the others were given to the model but not used.
+    markers = CitationMarkers(len(hits))
+    text = markers.feed("".join(parts)) + markers.flush()
     citations = [citation_of(hits[n - 1]) for n in markers.used]
     also_retrieved = [citation_of(hit) for i, hit in enumerate(hits, start=1) if i not in markers.used]
-    citations_data: CitationsData = {"session_id": session.public_id, "citations": citations, "also_retrieved": also_retrieved}
-    if graph is not None:
-        citations_data["graph_search"] = graph
-    yield {"event": "citations", "data": citations_data}
 
     usage = cast(Usage, finished.usage.as_dict())
     settings_service = rag.tenant_service(tenant.slug)
@@ -410,7 +410,7 @@ async def answer_stream(
     used = retrieval_settings(service=settings_service, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight)
     try:
         question, stored = await db_step(
-            chat_exchange_record, session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
+            chat_exchange_record, session=session, prompt=prompt, answer=text, citations=citations, usage=usage,
             model=f"{finished.provider}/{finished.provider_model}", parent_id=branch.parent_id,
             question_id=branch.question_id, retrieval=used,
         )
@@ -420,8 +420,8 @@ async def answer_stream(
         return
     completed: CompletedData = {
         "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
-        "finish_reason": finished.finish_reason, "usage": usage, "retry_count": finished.retry_count,
-        "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
+        "message": {"role": "assistant", "content": text}, "finish_reason": finished.finish_reason, "usage": usage,
+        "retry_count": finished.retry_count, "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
         "also_retrieved": also_retrieved, "turn_id": stored.pk, "prompt_turn_id": question.pk,
     }
     if graph is not None:
@@ -441,23 +441,13 @@ async def answer(
     fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None, branch: Branch | None = None,
     sources: str = "all", identifier: str | None = None,
 ) -> ChatResponse:
-    """``answer_stream`` collected into the JSON response; raises ``ChatFailed`` on an ``error`` event."""
-    parts: list[str] = []
-    completed: CompletedData | None = None
+    """``answer_stream``'s ``completed`` event, the JSON response; raises ``ChatFailed`` on an ``error`` event."""
     async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search,
                                       fusion=fusion, fusion_weight=fusion_weight, branch=branch, sources=sources,
                                       identifier=identifier)) as events:
         async for event in events:
-            if event["event"] == "text_delta":
-                parts.append(event["data"]["text"])
-            elif event["event"] == "completed":
-                completed = event["data"]
-            elif event["event"] == "error":
+            if event["event"] == "completed":
+                return event["data"]  # type: ignore[return-value]  # ChatResponse is exactly CompletedData
+            if event["event"] == "error":
                 raise ChatFailed(event["data"])
-    assert completed is not None
-    response: dict[str, Any] = {}
-    for key, value in completed.items():
-        response[key] = value
-        if key == "provider_model":  # where the API has always put the answer
-            response["message"] = {"role": "assistant", "content": "".join(parts)}
-    return response  # type: ignore[return-value]
+    raise AssertionError("answer_stream ends with completed or error")  # pragma: no cover

@@ -158,18 +158,20 @@ async def test_ask_streams_the_exact_event_sequence_then_history_restores_it(cha
     await communicator.send_json_to({"type": "ask", "request_id": "q1", "prompt": UPLOAD_QUESTION, "mode": "chat",
                                      "session_id": None, "tenant": "acme"})
     frames = await frames_until(communicator)
-    assert names(frames) == ["session", "reasoning_delta"] + ["text_delta"] * REPLY_DELTAS + ["usage", "citations", "completed"]
+    assert names(frames) == ["session", "citations", "reasoning_delta"] + ["text_delta"] * REPLY_DELTAS + ["usage", "completed"]
     assert {f["request_id"] for f in frames} == {"q1"}
     session = frames[0]["data"]
     assert session["kind"] == "chat" and session["created"] is True and session["session_id"].startswith("session-")
-    citations = frames[-2]["data"]
-    assert citations["session_id"] == session["session_id"]
-    assert [(c["document_id"], c["chunk_id"]) for c in citations["citations"]] == [("guide", "guide:0")]
-    assert frames[1]["data"] == {"text": "Passage 1 covers uploads."}
+    context = frames[1]["data"]  # the passages given to the model, before it writes
+    assert context["session_id"] == session["session_id"]
+    assert [(c["document_id"], c["chunk_id"]) for c in context["citations"]][:1] == [("guide", "guide:0")]
+    assert frames[2]["data"] == {"text": "Passage 1 covers uploads."}
     assert "".join(f["data"]["text"] for f in frames if f["event"] == "text_delta") == REPLY
     completed = frames[-1]["data"]
     assert (completed["model"], completed["provider"], completed["provider_model"]) == ("chat", "openai", "answer")
-    assert completed["citations"] == citations["citations"] and completed["usage"] == frames[-3]["data"]
+    assert completed["citations"] == context["citations"][:1] and completed["usage"] == frames[-2]["data"]
+    assert completed["message"]["content"] == REPLY
+    citations = completed
     assert await turns_of(session["session_id"]) == [("user", UPLOAD_QUESTION), ("assistant", REPLY)]
 
     # The same session again: no new session, memory carries on.
@@ -203,7 +205,7 @@ async def test_a_failing_model_is_one_terminal_error_and_nothing_is_stored(chat_
     session_id = await new_session(chat_world, chat_world.teammate)
     await communicator.send_json_to({"type": "ask", "prompt": "anything at all", "session_id": session_id, "tenant": "acme"})
     frames = await frames_until(communicator)
-    assert names(frames) == ["session", "error"]
+    assert names(frames) == ["session", "citations", "error"]  # the context (empty here), then the failure
     assert frames[-1]["data"] == {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly."}
     assert await turns_of(session_id) == []
     await communicator.disconnect()

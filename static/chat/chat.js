@@ -190,9 +190,12 @@
         return;
       case "citations":
         if (forPending) {
-          // Both the chat's and the agent's come after the text: they are the passages the answer cited.
+          // The chat's comes first: the context, numbered as the model sees it, which the streamed
+          // text's [n] markers use until "completed" brings the stored answer, renumbered, and what
+          // it cites. The agent's comes after its text: the passages its answer cited.
           pending.citations = data.citations || [];
-          pending.alsoRetrieved = data.also_retrieved || [];
+          pending.alsoRetrieved = [];
+          pending.context = pending.mode !== "agent";
           showSources(pending);
           scheduleRender(pending);
         }
@@ -222,10 +225,13 @@
       case "completed":
         if (forPending) {
           pending.completed = data;
+          if (data.message && typeof data.message.content === "string") pending.text = data.message.content;
           pending.citations = data.citations || pending.citations;
-          pending.alsoRetrieved = data.also_retrieved || pending.alsoRetrieved;
+          pending.alsoRetrieved = data.also_retrieved || [];
+          pending.context = false;
           adoptTurnIds(pending, data);
           finishPending("completed");
+          if (state.shownAnswer === pending || !state.shownAnswer) showSources(pending);
           touchSession(state.sessionId);
           // A regenerated answer or an edited question is a new version: reload to show the versions.
           if (pending.action) requestHistory(state.sessionId, false);
@@ -481,8 +487,9 @@
   function answerFooter(answer) {
     answer.footer.replaceChildren();
     if (answer.citations.length || answer.alsoRetrieved.length) {
-      var button = make("button", "link-button", answer.citations.length
-        ? "Sources (" + answer.citations.length + ")" : "Retrieved passages (" + answer.alsoRetrieved.length + ")");
+      var button = make("button", "link-button", answer.citations.length && !answer.context
+        ? "Sources (" + answer.citations.length + ")"
+        : "Retrieved passages (" + (answer.context ? answer.citations.length : answer.alsoRetrieved.length) + ")");
       button.type = "button";
       button.addEventListener("click", function () { showSources(answer, true); });
       answer.footer.append(button);
@@ -566,7 +573,10 @@
         : also.length ? "This answer cites no passage." : "No passages were found for this question.";
       el.sourcesHint.hidden = false;
     } else {
-      el.sourcesHint.hidden = true;
+      // While the chat's answer is written (or after it was stopped) the list is its whole context.
+      el.sourcesHint.textContent = "The passages given to the model, numbered as the answer cites them. " +
+        "A complete answer keeps here only the ones it cites.";
+      el.sourcesHint.hidden = !answer.context;
       sources.forEach(function (source) { el.sources.append(sourceItem(source.citation, source.n)); });
       if (focus) focusSource(sources[0].n);
       showGraph(answer, sources);
