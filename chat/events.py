@@ -58,7 +58,9 @@ GRAPH_NO_ENTITY = "No entity of the knowledge graph is called {name!r}. Try a na
 class Citation(TypedDict):
     document_id: str
     chunk_id: str
-    score: float
+    score: Annotated[float, Help(
+        "The passage's score in the search of its own store (the knowledge base, or the conversation's attached "
+        "files, searched alike): hybrid fusion's, or BM25's without an embedding model. One scale whichever store.")]
     graph_path: NotRequired[Annotated[list[str], Help("Graph search found this passage through these entities, in order.")]]
     file_id: NotRequired[Annotated[str, Help("The passage is from this file attached to the conversation (GET "
                                              "/v1/chat/sessions/{id}/files), not from the knowledge base.")]]

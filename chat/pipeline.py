@@ -124,8 +124,11 @@ async def retrieve(
     hybrid search's fusion (None: the configured default), which the graph leg places its passages in.
 
     Searched: the tenant's knowledge base, and with ``files`` the conversation's attached files
-    (``FileScope``). Both lists are fused by Reciprocal Rank Fusion (k = 60, as within one search),
-    each keeping its own statistics, so neither store's scores need to be comparable.
+    (``FileScope``). Both lists are ordered together by Reciprocal Rank Fusion (k = 60, as within one
+    search), each store keeping its own statistics. Each hit keeps the score its own store's search
+    gave it (both searched with the same mode and fusion), never the merge's RRF score: an answer's
+    citations then show one scale whichever store they come from, that of an answer from the
+    knowledge base alone (a merged 1/61 = 0.0164 read as worse than 2.50 everywhere else).
     """
     limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
     with_files = files is not None and files.store is not None and files.sources != "knowledge"
@@ -135,24 +138,29 @@ async def retrieve(
             return [], ({"requested": True, "used": False, "detail": GRAPH_NOT_KEPT} if graph else None)
         return await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
     assert files is not None and files.store is not None
-    attached = await _retrieve_files(store=files.store, prompt=prompt, identifier=files.identifier)
+    attached = await _retrieve_files(store=files.store, prompt=prompt, identifier=files.identifier, fusion=fusion,
+                                     fusion_weight=fusion_weight)
     if not with_knowledge:
         return attached, ({"requested": True, "used": False, "detail": GRAPH_NOT_KEPT} if graph else None)
     known, diagnostic = await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
     by_key = {f"k{h.chunk.chunk_id}": h for h in known} | {f"f{h.chunk.chunk_id}": h for h in attached}
     fused = rrf([[f"k{h.chunk.chunk_id}" for h in known], [f"f{h.chunk.chunk_id}" for h in attached]])
-    return with_graph_placed([dataclasses.replace(by_key[key], score=score) for key, score, _ in fused], limit), diagnostic
+    return with_graph_placed([by_key[key] for key, _, _ in fused], limit), diagnostic
 
 
-async def _retrieve_files(*, store: str, prompt: str, identifier: str | None) -> list[rag.RAGHit]:
-    """The conversation's own passages for ``prompt`` (one file's with ``identifier``), as ``AttachedHit``."""
+async def _retrieve_files(
+    *, store: str, prompt: str, identifier: str | None, fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
+) -> list[rag.RAGHit]:
+    """The conversation's own passages for ``prompt`` (one file's with ``identifier``), as ``AttachedHit``;
+    hybrid search fuses its legs by ``fusion`` / ``fusion_weight``, as the knowledge base's does."""
     service = rag.tenant_service(store)
     limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
     mode = rag.SearchMode.HYBRID if service.embedder is not None else rag.SearchMode.KEYWORD
     filters = {"file_id": identifier} if identifier else None
+    fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}
     try:
         try:
-            hits = await service.search(prompt, mode=mode, limit=limit, filters=filters)
+            hits = await service.search(prompt, mode=mode, limit=limit, filters=filters, **fused)
         except rag.EmbedderError as exc:
             logger.warning("chat retrieval: the embedder failed (%s); searching the attached files by keyword", type(exc).__name__)
             hits = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)
@@ -351,7 +359,8 @@ async def answer_stream(
     finished: Finished | None = None
     try:
         memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS, until=branch.parent_id)
-        messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
+        attached = {n for n, hit in enumerate(hits, start=1) if isinstance(hit, AttachedHit)}
+        messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt, attached=attached)
         # The offline model scores sentences with the similarities retrieval has just computed
         # instead of embedding them again (chat.llm.selection); a hosted model never sees them.
         # On MiniLM's scale whatever the tenant's model (ScoredHit.calibrated_similarity), as they were tuned.

@@ -623,7 +623,8 @@
       link.rel = "noopener";
     }
     var snippet = make("p", "source-snippet", "Loading…");
-    var score = make("p", "source-score", "Score " + formatScore(citation.score));
+    // Every store's passages carry the score of their own store's search: one scale (chat/pipeline.py).
+    var score = make("p", "source-score", (citation.file_id ? "Attached file · score " : "Score ") + formatScore(citation.score));
     main.append(link, snippet, score);
     if (citation.graph_path && citation.graph_path.length) {
       main.append(make("p", "source-path", "Found through " + citation.graph_path.join(" → ")));

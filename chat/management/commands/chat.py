@@ -84,7 +84,8 @@ class Command(BaseCommand):
                     if citations:
                         out.write("\nSources:")
                         for citation in citations:
-                            out.write(f"  [{context[citation['chunk_id']]}] {citation['chunk_id']}  (score {citation['score']:.4f})")
+                            origin = ", a file attached to the conversation" if "file_id" in citation else ""
+                            out.write(f"  [{context[citation['chunk_id']]}] {citation['chunk_id']}  (score {citation['score']:.4f}{origin})")
                     self.stderr.write(
                         f"session {session.public_id} · {data['model']} via {data['provider']}/{data['provider_model']}"  # type: ignore[typeddict-item]
                     )
