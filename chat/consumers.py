@@ -73,8 +73,10 @@ from knowledge.rag import limits
 logger = logging.getLogger(__name__)
 
 CLOSE_NOT_AUTHENTICATED = 4401
-# A prompt is at most MAX_QUERY_CHARS; anything much larger is not a message of this protocol.
-MAX_FRAME_CHARS = 4 * limits.MAX_QUERY_CHARS
+# A prompt is at most MAX_QUERY_CHARS. A frame up to MAX_FRAME_CHARS is still parsed (a few ms), so a
+# too-long question is refused with the sentence naming that bound and its request_id echoed; anything
+# larger is not a message of this protocol, and is refused unread, naming the same bound.
+MAX_FRAME_CHARS = 1 << 20
 MAX_REQUEST_ID_CHARS = 64
 
 # The stream each mode forwards, called as ``stream(session=<ChatSession of that kind>, prompt=<str>)``;
@@ -190,8 +192,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._stop_answering()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
-        if text_data is None or len(text_data) > MAX_FRAME_CHARS:
+        if text_data is None:
             await self._error(None, "invalid", "Send one JSON object per text frame.")
+            return
+        if len(text_data) > MAX_FRAME_CHARS:
+            await self._error(None, "invalid", f"The message is too long ({len(text_data):,} characters): "
+                                               f"a question is at most {limits.MAX_QUERY_CHARS:,} characters.")
             return
         try:
             content = json.loads(text_data)

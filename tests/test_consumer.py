@@ -277,6 +277,13 @@ async def test_one_answer_at_a_time_and_malformed_messages_get_an_error(chat_wor
     assert (await refusal({"type": "shout"}))["error"] == "invalid"
     assert await refusal({"type": "ask", "prompt": "   ", "tenant": "acme"}) == {"error": "invalid", "detail": "Type a question first."}
     assert (await refusal({"type": "ask", "prompt": "x" * 16_385, "tenant": "acme"}))["detail"].startswith("The question is too long")
+    # A much longer prompt gets the same sentence naming the bound (not "Send one JSON object per text frame").
+    await communicator.send_json_to({"type": "ask", "request_id": "long", "prompt": "x" * 100_000, "tenant": "acme"})
+    long = await communicator.receive_json_from(timeout=5)
+    assert long == {"event": "error", "request_id": "long",
+                    "data": {"error": "invalid", "detail": "The question is too long: at most 16,384 characters."}}
+    huge = await refusal({"type": "ask", "prompt": "x" * 1_100_000, "tenant": "acme"})
+    assert huge["detail"] == "The message is too long (1,100,047 characters): a question is at most 16,384 characters."
     for prompt in ("a\x00b", "bell\x07", "lone \ud800 surrogate"):
         assert (await refusal({"type": "ask", "prompt": prompt, "tenant": "acme"}))["detail"].startswith("The question holds characters")
     assert not await sync_to_async(Turn.objects.filter(content__startswith="bell").exists)()
