@@ -659,6 +659,7 @@
       return response.json();
     }).then(function (picture) {
       if (state.shownAnswer !== answer) return;
+      section.hidden = false;  // before drawing: a hidden picture cannot measure its labels
       window.QuarryGraph.draw(canvas, picture, {
         label: function (p) { return "[" + numberOf[p.chunk_id] + "] " + (p.title || p.document_id); },
         href: function (p) { return documentUrl(p); },
