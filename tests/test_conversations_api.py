@@ -111,3 +111,22 @@ def test_an_agent_run_reads_back_with_its_steps(model_world: World, fake: FakeOp
     assert client.get("/v1/agent/sessions").json()["sessions"][0]["turn_count"] == 2
     other = model_world.client(model_world.editor).get(f"/v1/agent/runs/{answered['run_id']}")
     assert other.status_code == 404 and AgentRun.objects.filter(public_id=answered["run_id"]).exists()
+
+
+def test_a_search_hit_shows_whole_words_around_the_whole_matched_word(world: World) -> None:
+    """The sidebar's snippet (web chat's /chat/sessions?q=) starts and ends at word boundaries and holds
+    the word the query matched in full, however deep in a long message it sits."""
+    words = " ".join(f"filler{n:03d}" for n in range(60))  # 600 characters of ten-letter words
+    session = chat_with_answer(world, world.teammate, f"{words} the quarterly Walrusreports arrive {words}")
+    browser = world.client()
+    browser.force_login(world.teammate)
+    [hit] = browser.get("/chat/sessions", {"q": "walrusrep", "tenant": "acme"}).json()["sessions"]
+    assert hit["session_id"] == session.public_id
+    snippet = hit["match"]
+    assert snippet.startswith("… filler") and snippet.endswith(" …")
+    assert "Walrusreports" in snippet.split()  # the matched word, whole
+    inner = snippet.removeprefix("… ").removesuffix(" …").split()
+    assert all(len(w) == 9 for w in inner if w.startswith("filler"))  # no word cut at either end
+    assert len(snippet) <= 160
+    start = browser.get("/chat/sessions", {"q": "filler000", "tenant": "acme"}).json()["sessions"][0]["match"]
+    assert start.startswith("filler000 filler001") and start.endswith(" …")  # the message's start: no "…" before

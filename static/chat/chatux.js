@@ -375,12 +375,24 @@
           var link = make("a", "session-link");
           link.href = "/?session=" + encodeURIComponent(session.session_id);
           link.append(make("span", "session-title", session.title));
-          if (session.match) link.append(make("span", "session-match", session.match));
+          if (session.match) link.append(matchSnippet(session.match, query));
           item.append(link);
           results.append(item);
         });
         host.announce(found.length + " conversation" + (found.length === 1 ? "" : "s") + " found.");
       }, function (error) { if (mine === seq) host.announce(error.message); });
+    }
+    /* The hit's text with the query's words marked (text nodes only: the snippet is a message's words). */
+    function matchSnippet(text, query) {
+      var span = make("span", "session-match");
+      var needle = query.trim().replace(/\s+/g, " ").toLowerCase();
+      var lower = text.toLowerCase(), at = 0, found;
+      while (needle && (found = lower.indexOf(needle, at)) !== -1 && lower.length === text.length) {
+        span.append(document.createTextNode(text.slice(at, found)), make("mark", null, text.slice(found, found + needle.length)));
+        at = found + needle.length;
+      }
+      span.append(document.createTextNode(text.slice(at)));
+      return span;
     }
     input.addEventListener("input", function () {
       clearTimeout(timer);
