@@ -53,6 +53,7 @@
     shownAnswer: null,
     chunkCache: {},      // chunk_id -> chunk (or null: no longer in the knowledge base)
     requestSeq: 0,
+    untitled: null,      // a session started by attaching files, not yet named by a question
   };
 
   /* --- small helpers ------------------------------------------------------------------ */
@@ -270,7 +271,13 @@
       history.pushState({ session: data.session_id }, "", sessionUrl(data.session_id));
       addSessionItem({ session_id: data.session_id, kind: data.kind, title: titleFrom(pending.prompt) }, true);
       el.title.textContent = titleFrom(pending.prompt);
+    } else if (state.untitled === data.session_id && !pending.action) {
+      // Started by attaching files: the server names it after this first question, and so does the page.
+      var item = findSessionItem(data.session_id);
+      if (item) setSessionTitle(item, titleFrom(pending.prompt));
+      el.title.textContent = titleFrom(pending.prompt);
     }
+    state.untitled = null;
     markCurrentSession();
     updateModeHint();
     if (data.created) sessionChanged();
@@ -527,13 +534,22 @@
       var alert = make("div", "alert " + (outcome === "error" ? "alert-error" : "alert-notice"));
       alert.setAttribute("role", outcome === "error" ? "alert" : "status");
       alert.append(make("span", null, detail));
-      if (outcome !== "stopped" && code !== "agent_unavailable") {
-        var retry = make("button", "link-button", "Try again");
+      if (code !== "agent_unavailable") {
+        // A stopped or failed answer stored nothing, its question neither: asking again replaces both.
+        var retry = make("button", "link-button", outcome === "stopped" ? "Regenerate" : "Try again");
         retry.type = "button";
         retry.addEventListener("click", function () {
           if (state.pending) return;
           alert.remove();
-          if (!answer.actionSpec) { ask(answer.prompt); return; }
+          if (!answer.actionSpec) {
+            if (answer.question) answer.question.node.remove();
+            answer.node.remove();
+            state.answers = state.answers.filter(function (a) { return a !== answer; });
+            if (state.shownAnswer === answer) resetSources();
+            if (answer.mode) setMode(answer.mode);
+            ask(answer.prompt);
+            return;
+          }
           // An action asks again in place: the failed attempt (and an edit's resent question) goes first.
           dropFrom(answer.actionSpec.type === "edit" && answer.question ? answer.question.node : answer.node);
           ask(answer.prompt, answer.actionSpec);
@@ -1047,6 +1063,7 @@
     adoptNewSession: function (sessionId) {
       state.sessionId = sessionId;
       state.sessionKind = "chat";
+      state.untitled = sessionId;  // until its first question names it (adoptSession)
       history.pushState({ session: sessionId }, "", sessionUrl(sessionId));
       addSessionItem({ session_id: sessionId, kind: "chat", title: "New conversation" }, true);
       markCurrentSession();
