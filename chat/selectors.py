@@ -311,6 +311,7 @@ class TranscriptTurn(TypedDict):
         "The ids of this turn's versions, oldest first, this one included: regenerated answers to one question, "
         "or the edited versions of one question. Select one to make its thread the conversation.")]]
     feedback: NotRequired[Annotated[TurnFeedback | None, Help("Answers: your feedback on it, if any.")]]
+    run_id: NotRequired[Annotated[str, Help("Agent sessions' answers: the run (feedback: /v1/agent/runs/{run_id}/feedback).")]]
     sources: NotRequired[list[dict[str, Any]]]  # agent answers: [{source, chunk_id}], what their [n] markers mean
     stop_reason: NotRequired[str]  # an agent run that did not answer: why (or "running")
 
@@ -362,7 +363,8 @@ def chat_turn_find(*, session: ChatSession, turn_id: Any, role: TurnRole | str |
 
 def _agent_transcript(*, session: ChatSession, limit: int) -> Transcript:
     runs = list(  # without their (large) saved messages
-        AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).defer("messages", "steps").order_by("id")
+        AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).defer("messages", "steps")
+        .select_related("feedback").order_by("id")
     )
     shown = runs[-(limit // 2):] if limit >= 2 else []
     turns: list[TranscriptTurn] = []
@@ -376,6 +378,10 @@ def _agent_transcript(*, session: ChatSession, limit: int) -> Transcript:
         }
         if not run.answer:
             answer["stop_reason"] = run.stop_reason or run.status
+        else:
+            rated = getattr(run, "feedback", None)
+            answer["run_id"] = run.public_id
+            answer["feedback"] = {"rating": rated.rating, "comment": rated.comment} if rated is not None else None
         turns.append(answer)
     title = chat_session_summary(session=session)["title"]
     return {"session_id": session.public_id, "kind": session.kind, "title": title, "truncated": len(shown) < len(runs), "turns": turns}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat.models import AgentRun, ChatSession, SessionKind, Turn
+from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn
 from chat.services import chat_exchange_record, chat_session_create
 from tests.conftest import World
 from tests.fake_openai import FakeOpenAI, ToolCall, tool_calls
@@ -130,3 +130,28 @@ def test_a_search_hit_shows_whole_words_around_the_whole_matched_word(world: Wor
     assert len(snippet) <= 160
     start = browser.get("/chat/sessions", {"q": "filler000", "tenant": "acme"}).json()["sessions"][0]["match"]
     assert start.startswith("filler000 filler001") and start.endswith(" …")  # the message's start: no "…" before
+
+
+def test_an_agent_runs_answer_takes_feedback_like_a_chat_answer(model_world: World, fake: FakeOpenAI) -> None:
+    fake.chat_script = ["Editors upload files in the admin [1]."]
+    session_id = new_agent_session(model_world, model_world.teammate)
+    answered = ask(model_world, model_world.teammate, session_id=session_id, prompt="How do editors upload files?").json()
+    client = model_world.client(model_world.teammate)
+    url = f"/v1/agent/runs/{answered['run_id']}/feedback"
+    given = client.put(url, {"rating": "down", "comment": " Too short. "}, format="json")
+    assert given.status_code == 200, given.content
+    assert {k: given.json()[k] for k in ("run_id", "rating", "comment")} == {"run_id": answered["run_id"], "rating": "down",
+                                                                              "comment": "Too short."}
+    feedback = Feedback.objects.get()
+    assert (feedback.run.public_id, feedback.turn, feedback.question, feedback.answer) == (
+        answered["run_id"], None, "How do editors upload files?", "Editors upload files in the admin [1].")
+    assert feedback.citations == answered["citations"] and feedback.retrieval["mode"] == "agent"
+    # The conversation read back says which run each answer is and how it was rated.
+    answer = client.get(f"/v1/agent/sessions/{session_id}").json()["turns"][1]
+    assert (answer["run_id"], answer["feedback"]) == (answered["run_id"], {"rating": "down", "comment": "Too short."})
+    assert client.put(url, {"rating": "sideways"}, format="json").json()["fields"].keys() == {"rating"}
+    outsider = model_world.client(model_world.outsider)
+    assert outsider.put(url, {"rating": "up"}, format="json").status_code == 404
+    assert model_world.client(model_world.editor).delete(url).status_code == 404  # a colleague's run is not theirs
+    assert client.delete(url).status_code == 204 and not Feedback.objects.exists()
+    assert client.delete(url).status_code == 404

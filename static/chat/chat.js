@@ -230,6 +230,7 @@
           pending.citations = data.citations || pending.citations;
           pending.alsoRetrieved = data.also_retrieved || [];
           pending.context = false;
+          if (pending.mode === "agent" && typeof data.run_id === "string") pending.runId = data.run_id;  // feedback addresses it
           adoptTurnIds(pending, data);
           finishPending("completed");
           if (state.shownAnswer === pending || !state.shownAnswer) showSources(pending);
@@ -758,6 +759,7 @@
       var answer = assistantMessage();
       answer.question = lastQuestion;
       answer.turnId = turn.turn_id || null;
+      answer.runId = turn.run_id || null;
       answer.versions = turn.versions || null;
       answer.feedback = turn.feedback || null;
       answer.text = turn.content;
@@ -1084,7 +1086,14 @@
       announce: announce,
       busy: function () { return !!state.pending; },
       sessionId: function () { return state.sessionId; },
-      regenerate: function (answer) { ask(answer.question ? answer.question.text : "", { type: "regenerate", answer: answer }); },
+      regenerate: function (answer) {
+        if (answer.runId) {  // the agent keeps no versions: it researches the question again, as a new run
+          setMode("agent");
+          ask(answer.question ? answer.question.text : "");
+          return;
+        }
+        ask(answer.question ? answer.question.text : "", { type: "regenerate", answer: answer });
+      },
       edit: function (question, prompt) { ask(prompt, { type: "edit", question: question }); },
       select: function (turnId) {
         if (state.pending || !state.sessionId) return;

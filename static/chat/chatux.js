@@ -111,20 +111,22 @@
       }, function () { host.announce("Could not copy: the browser refused the clipboard."); });
     });
     bar.append(copy);
-    if (!answer.turnId) return bar;  // agent answers and unsaved ones: copy only
+    if (!answer.turnId && !answer.runId) return bar;  // unsaved answers: copy only
+    // A chat answer (turnId) gets a new version; an agent's (runId) is researched again, as a new run.
     var again = button("small action-regenerate", "Regenerate", "Answer this question again");
     again.addEventListener("click", function () {
       if (host.busy()) { host.announce("Wait for the answer being written."); return; }
       host.regenerate(answer);
     });
     bar.append(again);
-    var versions = versionSwitch(answer, "Answer");
+    var versions = answer.turnId ? versionSwitch(answer, "Answer") : null;
     if (versions) bar.append(versions);
     bar.append(feedbackControls(answer));
     return bar;
   }
 
   function feedbackUrl(answer) {
+    if (!answer.turnId) return "/v1/agent/runs/" + encodeURIComponent(answer.runId) + "/feedback";
     return "/v1/chat/sessions/" + encodeURIComponent(host.sessionId()) + "/turns/" + answer.turnId + "/feedback";
   }
 
@@ -153,7 +155,7 @@
     var down = button("small feedback-down", "Bad", "Bad answer");
     var form = make("form", "feedback-form");
     form.hidden = true;
-    var id = "feedback-comment-" + answer.turnId;
+    var id = "feedback-comment-" + (answer.turnId || answer.runId);
     var label = make("label", "sr-only", "Comment on this answer (optional)");
     label.htmlFor = id;
     var comment = make("textarea");
