@@ -723,7 +723,8 @@
   }
 
   function excerpt(text, size) {
-    var flat = String(text || "").replace(/\s+/g, " ").trim();
+    // Markdown headings' "#" marks are markup, not words of the passage.
+    var flat = String(text || "").replace(/(^|\n)#{1,6}[ \t]+/g, "$1").replace(/\s+/g, " ").trim();
     return flat.length > size ? flat.slice(0, size).replace(/\s+\S*$/, "") + " …" : flat;
   }
 
