@@ -430,8 +430,8 @@ async def answer_stream(
     completed: CompletedData = {
         "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
         "message": {"role": "assistant", "content": text}, "finish_reason": finished.finish_reason, "usage": usage,
-        "retry_count": finished.retry_count, "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
-        "also_retrieved": also_retrieved, "turn_id": stored.pk, "prompt_turn_id": question.pk,
+        "retry_count": finished.retry_count, "fallback_count": finished.fallback_count, "session_id": session.public_id,
+        "citations": citations, "also_retrieved": also_retrieved, "turn_id": stored.pk, "prompt_turn_id": question.pk,
     }
     if graph is not None:
         completed["graph_search"] = graph

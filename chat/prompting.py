@@ -6,7 +6,8 @@ Templates live in ``chat/prompts/<name>.md`` and are chosen by name from
 retrieval order as ``<passage n="1" ...>`` blocks (the numbers are the citation
 markers); a passage the knowledge graph found says through which entities
 (``via="Hank Snow > Tennessee"``), and one from a file attached to the conversation says so
-(``source="attached file"``), so the answer does not credit the knowledge base with it. Then come the remembered turns, oldest first, then the question.
+(``source="attached file"``), so the answer does not credit the knowledge base with it. Then come
+the remembered turns, oldest first, then the question.
 """
 
 from __future__ import annotations
