@@ -123,6 +123,22 @@ def test_the_answer_cites_the_attached_file_and_the_request_can_narrow_to_it(att
     assert [c["document_id"] for c in narrowed["citations"]] == [file_id]
 
 
+def test_an_answer_from_attached_files_says_so_and_keeps_each_stores_own_scores(attached: tuple[World, str, str]) -> None:
+    """Merging the stores orders passages by RRF, but a citation's score is the one its own store's search
+    gave it: the scale of an answer from the knowledge base alone (not a merged 1/61 = 0.0164)."""
+    w, session_id, file_id = attached
+    body = complete(w, w.teammate, session_id=session_id, prompt=QUESTION).json()
+    assert body["message"]["content"].startswith("From the attached files:\n\n")
+    alone = complete(w, w.teammate, session_id=session_id, sources="files", prompt=QUESTION).json()
+    assert body["citations"][0]["score"] == alone["citations"][0]["score"] > 0.1
+    both = "How do editors upload files? And the Zanzibar protocol?"
+    mixed = complete(w, w.teammate, session_id=session_id, prompt=both).json()
+    kb = complete(w, w.teammate, session_id=session_id, sources="knowledge", prompt=both).json()
+    scores = {c["chunk_id"]: c["score"] for c in mixed["citations"] + mixed["also_retrieved"]}
+    assert scores["guide:0"] == {c["chunk_id"]: c["score"] for c in kb["citations"] + kb["also_retrieved"]}["guide:0"]
+    assert not kb["message"]["content"].startswith("From the attached files")
+
+
 def test_identifier_must_name_a_file_of_this_conversation(attached: tuple[World, str, str]) -> None:
     w, session_id, file_id = attached
     other = new_session(w, w.teammate)

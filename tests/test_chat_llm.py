@@ -235,7 +235,7 @@ def test_cli_reports_a_model_failure(world: World, tmp_path: Path, settings: Any
 
 
 def test_stream_events_come_from_one_generator(world: World) -> None:
-    """What the SSE view and the WebSocket consumer forward: deltas, usage, citations (what was cited), completed."""
+    """What the SSE view and the WebSocket consumer forward: citations (the context), deltas, usage, completed."""
     from contextlib import aclosing
 
     from chat.pipeline import answer_stream
@@ -249,12 +249,13 @@ def test_stream_events_come_from_one_generator(world: World) -> None:
             return [event["event"] async for event in events]
 
     names = async_to_sync(collect)()
-    assert names[-3:] == ["usage", "citations", "completed"]
-    assert set(names[:-3]) == {"text_delta"} and len(names) > 10
+    assert names[0] == "citations" and names[-2:] == ["usage", "completed"]
+    assert set(names[1:-2]) == {"text_delta"} and len(names) > 10
 
 
-def test_the_citations_event_holds_only_the_passages_the_answer_used(world: World) -> None:
-    """The offline model quotes the search-modes passage: only it is cited; whatever else was retrieved is also_retrieved."""
+def test_completed_cites_only_the_passages_the_answer_used(world: World) -> None:
+    """The offline model quotes the search-modes passage: the first event lists the whole context, as the
+    model saw it; completed cites only the quoted passage, renumbered [1], and the rest is also_retrieved."""
     from contextlib import aclosing
 
     from chat.pipeline import answer_stream
@@ -268,13 +269,17 @@ def test_the_citations_event_holds_only_the_passages_the_answer_used(world: Worl
             return [event async for event in events]
 
     events = async_to_sync(collect)()
-    text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
-    [citations] = [e["data"] for e in events if e["event"] == "citations"]
-    assert "BM25" in text and "[1]" in text and "[2]" not in text
-    assert [c["chunk_id"] for c in citations["citations"]] == ["modes:0"]  # numbered by use: [1] is the modes passage
-    assert "modes:0" not in [c["chunk_id"] for c in citations["also_retrieved"]]
-    assert events[-1]["data"]["citations"] == citations["citations"]
-    assert Turn.objects.filter(session=session, role="assistant").get().citations == citations["citations"]
+    [context] = [e["data"]["citations"] for e in events if e["event"] == "citations"]
+    completed = events[-1]["data"]
+    modes = [c["chunk_id"] for c in context].index("modes:0") + 1  # its number in the prompt
+    streamed = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
+    assert "BM25" in streamed and f"[{modes}]" in streamed
+    assert "BM25" in completed["message"]["content"] and "[1]" in completed["message"]["content"]
+    assert "[2]" not in completed["message"]["content"]
+    assert [c["chunk_id"] for c in completed["citations"]] == ["modes:0"]  # numbered by use: [1] is the modes passage
+    assert completed["also_retrieved"] == [c for c in context if c["chunk_id"] != "modes:0"]
+    stored = Turn.objects.filter(session=session, role="assistant").get()
+    assert (stored.content, stored.citations) == (completed["message"]["content"], completed["citations"])
 
 
 def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_embeds_nothing(

@@ -55,8 +55,16 @@ logger = logging.getLogger(__name__)
 
 NOT_FOUND = "I could not find an answer to that in the knowledge base."
 CANNOT_ANSWER = "The knowledge base does not seem to answer this question."
-INTRO = "From the knowledge base:"
-SUMMARY_INTRO = "In short, from the knowledge base:"
+# Where the quoted passages come from, as the answer names it: passages marked as the conversation's
+# attached files (``chat.prompting``: source="attached file") are not the knowledge base's.
+KNOWLEDGE_BASE, ATTACHED_FILES, BOTH = "the knowledge base", "the attached files", "the knowledge base and the attached files"
+CANNOT_ANSWER_FROM = {
+    KNOWLEDGE_BASE: CANNOT_ANSWER,
+    ATTACHED_FILES: "The attached files do not seem to answer this question.",
+    BOTH: "Neither the knowledge base nor the attached files seem to answer this question.",
+}
+INTRO = "From {where}:"
+SUMMARY_INTRO = "In short, from {where}:"
 
 _PASSAGE = re.compile(r'<passage n="(\d+)"([^>]*)>\n?(.*?)\n?</passage>', re.DOTALL)
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
@@ -85,6 +93,7 @@ class Passage:
     number: int
     text: str
     title: str  # the document's title, else its id; "" when the prompt names neither
+    attached: bool = False  # from a file attached to the conversation, not from the knowledge base
 
 
 def _unescape(value: str) -> str:
@@ -98,7 +107,8 @@ def passages_of(messages: Sequence[Any]) -> list[Passage]:
         if _role(message) == "system":
             for n, attributes, text in _PASSAGE.findall(_content(message)):
                 named = dict(_ATTRIBUTE.findall(attributes))
-                found.append(Passage(int(n), text, _unescape(named.get("title") or named.get("document") or "")))
+                found.append(Passage(int(n), text, _unescape(named.get("title") or named.get("document") or ""),
+                                     attached=named.get("source") == "attached file"))
     return found
 
 
@@ -226,7 +236,7 @@ async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = D
         if not chosen.units:
             vectors = await _embed(embedding_texts(question, numbered, titles=titles, tuning=tuning))
             chosen = _recheck(question, numbered, titles, lambda _texts: vectors, tuning) or chosen
-        return _reply(chosen, titles)
+        return _reply(chosen, titles, _attached(passages))
     vectors = await _embed(embedding_texts(question, numbered, titles=titles, tuning=tuning))
     return answer_from(question, passages, vectors=lambda _texts: vectors, tuning=tuning)
 
@@ -257,13 +267,26 @@ def answer_from(
                     similarity=similarity, tuning=tuning)
     if not chosen.units and similarity is not None and vectors is not None:
         chosen = _recheck(question, numbered, titles, vectors, tuning) or chosen
-    return _reply(chosen, titles)
+    return _reply(chosen, titles, _attached(passages))
 
 
 def _numbered(passages: Sequence[Passage] | Sequence[tuple[int, str]]) -> tuple[list[tuple[int, str]], dict[int, str]]:
     """Each passage as ``(number, text)``, and the titles by number (a bare ``(number, text)`` has none)."""
     numbered = [(p.number, p.text) if isinstance(p, Passage) else (p[0], p[1]) for p in passages]
     return numbered, {p.number: p.title for p in passages if isinstance(p, Passage) and p.title}
+
+
+def _attached(passages: Sequence[Passage] | Sequence[tuple[int, str]]) -> tuple[set[int], set[int]]:
+    """The numbers of the passages from attached files, and of all passages."""
+    numbers = {p.number if isinstance(p, Passage) else p[0] for p in passages}
+    return {p.number for p in passages if isinstance(p, Passage) and p.attached}, numbers
+
+
+def _where(numbers: set[int], attached: set[int]) -> str:
+    """How an answer names the origin of the passages numbered ``numbers``."""
+    if not numbers & attached:
+        return KNOWLEDGE_BASE
+    return ATTACHED_FILES if numbers <= attached else BOTH
 
 
 def _recheck(question: str, numbered: list[tuple[int, str]], titles: dict[int, str], vectors: Vectors,
@@ -281,25 +304,29 @@ def _recheck(question: str, numbered: list[tuple[int, str]], titles: dict[int, s
     return again if any(embedded) else None
 
 
-def _reply(chosen: Selection, titles: dict[int, str]) -> str:
-    """``chosen`` rendered; when it holds nothing, the sentence that says so, naming the closest documents."""
+def _reply(chosen: Selection, titles: dict[int, str], origins: tuple[set[int], set[int]] | None = None) -> str:
+    """``chosen`` rendered; when it holds nothing, the sentence that says so, naming the closest documents.
+    ``origins``: the attached files' passage numbers and all of them (``_attached``), so the answer
+    names where its quotes come from, or where it looked."""
+    attached, offered = origins or (set(), set())
     if not chosen.units:
+        cannot = CANNOT_ANSWER_FROM[_where(offered, attached)]
         names = list(dict.fromkeys(titles[n] for n in chosen.closest if n in titles))[:3]
         if not names:
-            return CANNOT_ANSWER
+            return cannot
         quoted = [f"\u201c{name}\u201d" for name in names]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
-        return f"{CANNOT_ANSWER} The closest documents are {listed}." if len(quoted) > 1 else f"{CANNOT_ANSWER} The closest document is {listed}."
-    return render(chosen)
+        return f"{cannot} The closest documents are {listed}." if len(quoted) > 1 else f"{cannot} The closest document is {listed}."
+    return render(chosen, where=_where({u.passage for u in chosen.units}, attached))
 
 
-def render(chosen: Selection) -> str:
+def render(chosen: Selection, *, where: str = KNOWLEDGE_BASE) -> str:
     """The answer text: sentences quoted as bullets (or as one paragraph for a summary), items and table
     rows (after their header) as bullets, code blocks verbatim on their own lines; every unit followed
-    by its marker."""
+    by its marker. ``where``: the quotes' origin as the introduction names it."""
     shape = chosen.instruction.shape
     if shape == "summary" and all(u.kind == "sentence" for u in chosen.units):
-        return SUMMARY_INTRO + "\n\n" + " ".join(f"{u.text} [{u.passage}]" for u in chosen.units)
+        return SUMMARY_INTRO.format(where=where) + "\n\n" + " ".join(f"{u.text} [{u.passage}]" for u in chosen.units)
     lines: list[str] = []
     for unit in chosen.units:
         if unit.kind == "code":
@@ -308,7 +335,7 @@ def render(chosen: Selection) -> str:
             lines.append(f"- {unit.text} [{unit.passage}]")
         else:
             lines.append(f"- \u201c{unit.text}\u201d [{unit.passage}]")
-    return INTRO + "\n\n" + "\n".join(lines).strip("\n")
+    return INTRO.format(where=where) + "\n\n" + "\n".join(lines).strip("\n")
 
 
 def tool_passages(messages: Sequence[Any]) -> list[tuple[int, str]]:

@@ -81,11 +81,17 @@ class Command(BaseCommand):
         return session
 
     async def _stream(self, session: ChatSession, message: str, template: str) -> None:
+        """Print the answer as the model writes it, then the passages it cites under the numbers its
+        printed markers use: the stream's text keeps the model's numbering, that of the first
+        (``citations``) event, while ``completed`` lists the cited passages renumbered by first use."""
         out = self.stdout
+        context: dict[str, int] = {}  # chunk id -> the number the model saw it under
         async with aclosing(answer_stream(session=session, prompt=message, template=template)) as events:
             async for event in events:
                 name, data = event["event"], event["data"]
-                if name == "text_delta":
+                if name == "citations":
+                    context = {c["chunk_id"]: n for n, c in enumerate(data["citations"], start=1)}  # type: ignore[typeddict-item]
+                elif name == "text_delta":
                     out.write(data["text"], ending="")  # type: ignore[typeddict-item]
                     out.flush()
                 elif name == "completed":
@@ -93,8 +99,9 @@ class Command(BaseCommand):
                     out.write("")
                     if citations:
                         out.write("\nSources:")
-                        for number, citation in enumerate(citations, start=1):
-                            out.write(f"  [{number}] {citation['chunk_id']}  (score {citation['score']:.4f})")
+                        for citation in citations:
+                            origin = ", a file attached to the conversation" if "file_id" in citation else ""
+                            out.write(f"  [{context[citation['chunk_id']]}] {citation['chunk_id']}  (score {citation['score']:.4f}{origin})")
                     self.stderr.write(
                         f"session {session.public_id} · {data['model']} via {data['provider']}/{data['provider_model']}"  # type: ignore[typeddict-item]
                     )
