@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,8 +67,6 @@ def test_embedded_server_has_pgvector_enabled_by_migration(db: None) -> None:
 
 
 def test_demo_setup_is_idempotent_and_prints_working_credentials(db: None) -> None:
-    import json
-
     from django.conf import settings
     from django.core.management import call_command
     from django.test import override_settings
@@ -90,3 +89,24 @@ def test_demo_setup_is_idempotent_and_prints_working_credentials(db: None) -> No
     # Signing in as a person does (django-axes needs the request, which Client.login does not give it).
     signed_in = APIClient().post("/login/", {"username": first["username"], "password": first["password"]})
     assert signed_in.status_code == 302 and signed_in.wsgi_request.user.is_authenticated
+
+
+# Packages that take a second or more to import and that only some requests need (a chat model
+# call, an embedding, an upload of one file type). A process that imports one of them at start
+# pays it on every `manage.py` command and every `make run` (issue 31, bench/startup.py).
+HEAVY_PACKAGES = ("litellm", "openai", "onnxruntime", "tokenizers", "numpy", "tiktoken", "pypdf", "docx", "pptx",
+                  "openpyxl", "PIL", "bs4", "trafilatura")
+STARTUP_PROBE = (
+    "import json, sys; import django; django.setup(); "
+    "from django.core.management import call_command; call_command('check', verbosity=0); "  # the URLconf: every view, API, admin
+    "import config.asgi; "  # what the web server imports before it answers
+    "print(json.dumps(sorted(sys.modules)))"
+)
+
+
+def test_starting_a_command_or_the_web_server_imports_no_model_or_file_format_library() -> None:
+    result = run_manage("shell", "--no-imports", "-c", STARTUP_PROBE)
+    assert result.returncode == 0, result.stderr
+    loaded = {name.partition(".")[0] for name in json.loads(result.stdout.splitlines()[-1])}
+    assert "chat" in loaded and "knowledge" in loaded, "the probe did load Quarry's own modules"
+    assert sorted(loaded & set(HEAVY_PACKAGES)) == []
