@@ -16,15 +16,12 @@ import re
 import shlex
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
 
-from tests.servers import ROOT, database_url
+from tests.servers import ROOT, scratch_database
 from tests.test_knowledge_commands import write_beir
 
 README = ROOT / "README.md"
@@ -49,17 +46,12 @@ def manage_commands() -> list[str]:
 @pytest.fixture
 def scratch(tmp_path: Path, db: None) -> Iterator[dict[str, str]]:
     """A data directory and a database of their own, set up as `make run` sets them up."""
-    name = f"quarry_readme_{uuid.uuid4().hex[:8]}"
-    admin_url = database_url()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "QUARRY_AUTH_MODE")}
-    env.update(QUARRY_DATA_DIR=str(tmp_path / "var"), DATABASE_URL=admin_url.rsplit("/", 1)[0] + f"/{name}")
-    try:
-        for step in (["-m", "config.development"], ["manage.py", "migrate", "--noinput", "--verbosity", "0"],
-                     ["manage.py", "demo_setup", "--quiet"], ["manage.py", "demo_corpus"]):
-            done = subprocess.run([sys.executable, *step], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, f"make run's step {step} failed:\n{done.stderr[-3000:]}"
+    with scratch_database("quarry_readme") as url:
+        env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "QUARRY_AUTH_MODE")}
+        env.update(QUARRY_DATA_DIR=str(tmp_path / "var"), DATABASE_URL=url)
+        done = subprocess.run([sys.executable, "-m", "config.prepare"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"make run's preparation failed:\n{done.stderr[-3000:]}"
         docs = tmp_path / "docs"
         docs.mkdir()
         (docs / "guide.md").write_text("# Guide\n\nResearch notes live in the research tenant.\n", encoding="utf-8")
@@ -67,9 +59,6 @@ def scratch(tmp_path: Path, db: None) -> Iterator[dict[str, str]]:
         (tmp_path / "beir").mkdir()
         write_beir(tmp_path / "beir")
         yield env
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_the_readme_shows_its_management_commands() -> None:

@@ -1,18 +1,22 @@
-"""The app starts on the embedded PostgreSQL by default and on DATABASE_URL when set."""
+"""The app starts on the embedded PostgreSQL by default and on DATABASE_URL when set; `make run`'s preparation
+sets up a fresh clone in one process and finds its work done the second time; starting loads no heavy library."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from tests.servers import ROOT, postgres_available
+from tests.servers import ROOT, postgres_available, scratch_database
 
 SYSTEM_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 PROBE = (
@@ -110,3 +114,45 @@ def test_starting_a_command_or_the_web_server_imports_no_model_or_file_format_li
     loaded = {name.partition(".")[0] for name in json.loads(result.stdout.splitlines()[-1])}
     assert "chat" in loaded and "knowledge" in loaded, "the probe did load Quarry's own modules"
     assert sorted(loaded & set(HEAVY_PACKAGES)) == []
+
+
+@pytest.fixture
+def fresh_clone_env(tmp_path: Path, db: None) -> Iterator[dict[str, str]]:
+    """The environment of a fresh clone's `make run`: an empty data directory and an empty database of its own."""
+    with scratch_database("quarry_prepare") as url:
+        env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL")}
+        yield {**env, "QUARRY_DATA_DIR": str(tmp_path / "var"), "DATABASE_URL": url}
+
+
+def prepare(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "config.prepare"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_make_runs_preparation_sets_up_everything_once_and_a_second_run_changes_nothing(fresh_clone_env: dict[str, str]) -> None:
+    data = Path(fresh_clone_env["QUARRY_DATA_DIR"])
+    first = prepare(fresh_clone_env)
+    assert first.returncode == 0, first.stderr
+    assert re.fullmatch(r"demo corpus: \d+ chunks in tenant DEFAULT\n", first.stdout)
+    assert "DEBUG=1" in (data / "development.env").read_text()
+    assert (data / "static" / "admin" / "css" / "base.css").is_file(), "collectstatic ran"
+    login = json.loads((data / "demo.json").read_text())
+    with psycopg.connect(fresh_clone_env["DATABASE_URL"]) as conn:
+        documents = conn.execute("SELECT external_id, version, updated_at FROM knowledge_document ORDER BY 1").fetchall()
+    assert documents and all(external_id.startswith("demo/") for external_id, _, _ in documents)
+
+    second = prepare(fresh_clone_env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert json.loads((data / "demo.json").read_text()) == login, "the same login and token"
+    with psycopg.connect(fresh_clone_env["DATABASE_URL"]) as conn:
+        assert conn.execute("SELECT external_id, version, updated_at FROM knowledge_document ORDER BY 1").fetchall() == documents
+
+
+def test_make_runs_preparation_stops_at_a_failed_check_with_its_message(fresh_clone_env: dict[str, str]) -> None:
+    failed = prepare({**fresh_clone_env, "QUARRY_MODEL_CONFIG_PATH": "/nonexistent/models.yaml"})
+    assert failed.returncode == 1
+    assert "(chat.E001) /nonexistent/models.yaml: cannot read the model catalog" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    with psycopg.connect(fresh_clone_env["DATABASE_URL"]) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,), "nothing migrated"
