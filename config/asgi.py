@@ -3,7 +3,8 @@
 ``/mcp`` (and ``/mcp/``) is the MCP server (``chat.mcp.http``, streamable HTTP, stateless). The
 outer router answers the ASGI lifespan protocol, which Django's handler and Channels do not
 speak, by starting and stopping the MCP session manager; with lifespan off, the first ``/mcp``
-request starts it. Behind the router: the request-body limit while the body arrives (HTTP),
+request starts it. Once it has started, the chat model libraries load in the background
+(``chat.warmup``), so the first answer does not wait for them. Behind the router: the request-body limit while the body arrives (HTTP),
 and the guard that turns a database failure during the WebSocket handshake into an error frame
 (config.edge).
 """
@@ -29,6 +30,7 @@ from config.edge import BodySizeLimit, RouteLimit, WebSocketDatabaseGuard  # noq
 from config.routing import websocket_urlpatterns  # noqa: E402
 from chat.api import files as files_api  # noqa: E402
 from chat.mcp.http import McpHttpApp  # noqa: E402
+from chat.warmup import start_warm_up  # noqa: E402
 from starlette.types import Receive, Scope, Send  # noqa: E402
 
 # No conversation holds more than QUARRY_CHAT_FILES_MAX_BYTES of files: an attach request past it (plus
@@ -73,6 +75,7 @@ class OuterRouter:
                     await send({"type": "lifespan.startup.failed", "message": f"MCP session manager: {exc}"})
                     return
                 await send({"type": "lifespan.startup.complete"})
+                start_warm_up()  # after: the server answers at once, the first chat finds litellm loaded
             elif message["type"] == "lifespan.shutdown":
                 await self.mcp.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})

@@ -156,3 +156,40 @@ def test_make_runs_preparation_stops_at_a_failed_check_with_its_message(fresh_cl
     assert "Traceback" not in failed.stderr
     with psycopg.connect(fresh_clone_env["DATABASE_URL"]) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,), "nothing migrated"
+
+
+# Drives the web server's lifespan as uvicorn does; notes whether litellm is loaded as each message is sent,
+# then once the warm-up thread (if any) has finished.
+LIFESPAN_PROBE = """
+import asyncio, json, sys, threading
+import config.asgi
+from chat.warmup import THREAD_NAME
+loaded = {}
+async def main():
+    inbox = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    async def send(message):
+        loaded[message["type"]] = "litellm" in sys.modules
+    lifespan = asyncio.create_task(config.asgi.application({"type": "lifespan"}, inbox.get, send))
+    while "lifespan.startup.complete" not in loaded:
+        await asyncio.sleep(0.01)
+    for thread in threading.enumerate():
+        if thread.name == THREAD_NAME:
+            thread.join()
+    loaded["after the warm-up"] = "litellm" in sys.modules
+    await inbox.put({"type": "lifespan.shutdown"})
+    await lifespan
+asyncio.run(main())
+print(json.dumps(loaded))
+"""
+
+
+@pytest.mark.parametrize(("setting", "warmed"), [("1", True), ("0", False)])
+def test_the_web_server_answers_before_it_loads_the_chat_model_libraries_in_the_background(setting: str, warmed: bool) -> None:
+    result = run_manage("shell", "--no-imports", "-c", LIFESPAN_PROBE, QUARRY_WARM_UP=setting)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == {
+        "lifespan.startup.complete": False,  # started without waiting for litellm
+        "after the warm-up": warmed,
+        "lifespan.shutdown.complete": warmed,
+    }
