@@ -11,8 +11,9 @@ system), which other work on the machine inflates less than wall-clock time.
 - ``python -c pass``: the interpreter alone, the floor under every command.
 - ``manage.py help``: settings, ``django.setup()`` (every app, the admin's modules).
 - ``manage.py check``: that, plus the system checks, which import the whole URLconf (every view).
-- ``make run``'s steps on a second run: ``migrate`` with nothing to apply, ``collectstatic`` with
-  nothing changed, ``demo_setup`` and ``demo_corpus`` with the demo present.
+- ``make run``'s steps on a second run, each alone: ``migrate`` with nothing to apply, ``collectstatic``
+  with nothing changed, ``demo_setup`` and ``demo_corpus`` with the demo present; then all four in one
+  process, as ``make run`` runs them (``python -m config.prepare``).
 - ``make run`` to its banner (unless ``--no-serve``): the whole command, from ``make`` to the
   "Quarry is running" line, then Ctrl-C. It needs ``--port`` free and no other ``make run`` from
   this checkout.
@@ -44,6 +45,7 @@ COMMANDS: dict[str, list[str]] = {
     "manage.py collectstatic (unchanged)": [PYTHON, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
     "manage.py demo_setup --quiet (demo present)": [PYTHON, "manage.py", "demo_setup", "--quiet"],
     "manage.py demo_corpus (demo present)": [PYTHON, "manage.py", "demo_corpus"],
+    "python -m config.prepare (second run)": [PYTHON, "-m", "config.prepare"],
 }
 BANNER = b"Quarry is running"
 
