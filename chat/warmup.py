@@ -1,12 +1,13 @@
-"""Warm-up: what the first chat answer of a fresh web process would otherwise wait for, loaded in the background.
+"""Warm-up: what the first requests of a fresh web process would otherwise wait for, loaded in the background.
 
 Nothing heavy is imported while a process starts (issue 31: every ``manage.py`` command and
-``make run`` would pay for it), so the first answer of a web process would import litellm
-and the offline model first: 2 s on an idle 2-core machine, 5 s on a busy one. The web
-server's lifespan (``config.asgi``) calls ``start_warm_up()`` once the server is up and
-answering; the import then runs in a daemon thread while the first requests are served. A
-request that needs litellm before the thread is done waits for the same import (Python's
-import lock), never for a second one. ``QUARRY_WARM_UP=0`` turns it off.
+``make run`` would pay for it), so the first chat answer of a web process would import litellm
+and the offline model first (2 s on an idle 2-core machine, 5 s on a busy one), and its first
+search would load the embedding model (half a second). The web server's lifespan
+(``config.asgi``) calls ``start_warm_up()`` once the server is up and answering; the loading
+then runs in a daemon thread while the first requests are served. A request that needs a piece
+before the thread is done waits for the same import or load (Python's import lock, the
+embedder's own locks), never for a second one. ``QUARRY_WARM_UP=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -16,20 +17,28 @@ import threading
 
 from django.conf import settings
 
+from knowledge.rag import factory
+
 logger = logging.getLogger(__name__)
 
 THREAD_NAME = "quarry-warm-up"
 
 
 def warm_up() -> None:
-    """Import the chat model machinery (litellm, the offline model). Never raises: a failure is logged,
-    and the first chat request meets it again and reports it as it always does."""
+    """Import the chat model machinery (litellm, the offline model) and load the configured local embedder's
+    model (an optional ``load()``; a provider embedder has nothing to load). Never raises: a failure is
+    logged, and the first request that needs the piece meets it again and reports it as it always does."""
     try:
         # Imported here: loading them is the point, and only now, after the server answers.
         import chat.llm.offline  # noqa: F401  (imports litellm, its loggers capped first)
+
+        embedder = factory.default_embedder()
+        load = getattr(embedder, "load", None)
+        if callable(load):
+            load()  # the model every search embeds its query with: half a second on first use
     except Exception:
-        logger.warning("warm-up: loading the chat model libraries failed; the first chat request will try again",
-                       exc_info=True)
+        logger.warning("warm-up: loading the chat model libraries or the embedding model failed; the first request "
+                       "that needs them will try again", exc_info=True)
 
 
 def start_warm_up() -> threading.Thread | None:

@@ -158,8 +158,8 @@ def test_make_runs_preparation_stops_at_a_failed_check_with_its_message(fresh_cl
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,), "nothing migrated"
 
 
-# Drives the web server's lifespan as uvicorn does; notes whether litellm is loaded as each message is sent,
-# then once the warm-up thread (if any) has finished.
+# Drives the web server's lifespan as uvicorn does; notes whether litellm and onnxruntime (the local embedder's
+# runtime) are loaded as each message is sent, then once the warm-up thread (if any) has finished.
 LIFESPAN_PROBE = """
 import asyncio, json, sys, threading
 import config.asgi
@@ -169,14 +169,14 @@ async def main():
     inbox = asyncio.Queue()
     await inbox.put({"type": "lifespan.startup"})
     async def send(message):
-        loaded[message["type"]] = "litellm" in sys.modules
+        loaded[message["type"]] = "litellm" in sys.modules or "onnxruntime" in sys.modules
     lifespan = asyncio.create_task(config.asgi.application({"type": "lifespan"}, inbox.get, send))
     while "lifespan.startup.complete" not in loaded:
         await asyncio.sleep(0.01)
     for thread in threading.enumerate():
         if thread.name == THREAD_NAME:
             thread.join()
-    loaded["after the warm-up"] = "litellm" in sys.modules
+    loaded["after the warm-up"] = "litellm" in sys.modules and "onnxruntime" in sys.modules
     await inbox.put({"type": "lifespan.shutdown"})
     await lifespan
 asyncio.run(main())
@@ -189,7 +189,7 @@ def test_the_web_server_answers_before_it_loads_the_chat_model_libraries_in_the_
     result = run_manage("shell", "--no-imports", "-c", LIFESPAN_PROBE, QUARRY_WARM_UP=setting)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == {
-        "lifespan.startup.complete": False,  # started without waiting for litellm
+        "lifespan.startup.complete": False,  # started without waiting for either
         "after the warm-up": warmed,
         "lifespan.shutdown.complete": warmed,
     }
