@@ -3,10 +3,10 @@
 ``/mcp`` (and ``/mcp/``) is the MCP server (``chat.mcp.http``, streamable HTTP, stateless). The
 outer router answers the ASGI lifespan protocol, which Django's handler and Channels do not
 speak, by starting and stopping the MCP session manager; with lifespan off, the first ``/mcp``
-request starts it. Once it has started, the chat model libraries load in the background
-(``chat.warmup``), so the first answer does not wait for them. Behind the router: the request-body limit while the body arrives (HTTP),
-and the guard that turns a database failure during the WebSocket handshake into an error frame
-(config.edge).
+request starts it. Once the server has started, the chat model libraries and the embedding model
+load in the background (``chat.warmup``), so the first answer does not wait for them. Behind the
+router: the request-body limit while the body arrives (HTTP), and the guard that turns a
+database failure during the WebSocket handshake into an error frame (config.edge).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class OuterRouter:
                     await send({"type": "lifespan.startup.failed", "message": f"MCP session manager: {exc}"})
                     return
                 await send({"type": "lifespan.startup.complete"})
-                start_warm_up()  # after: the server answers at once, the first chat finds litellm loaded
+                start_warm_up()  # after: the server answers at once, and the first chat finds litellm loaded
             elif message["type"] == "lifespan.shutdown":
                 await self.mcp.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
