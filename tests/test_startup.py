@@ -96,10 +96,10 @@ def test_demo_setup_is_idempotent_and_prints_working_credentials(db: None) -> No
 
 
 # Packages that take a second or more to import and that only some requests need (a chat model
-# call, an embedding, an upload of one file type). A process that imports one of them at start
+# call, an embedding, an MCP call, an upload of one file type). A process that imports one of them at start
 # pays it on every `manage.py` command and every `make run` (issue 31, bench/startup.py).
-HEAVY_PACKAGES = ("litellm", "openai", "onnxruntime", "tokenizers", "numpy", "tiktoken", "pypdf", "docx", "pptx",
-                  "openpyxl", "PIL", "bs4", "trafilatura")
+HEAVY_PACKAGES = ("litellm", "openai", "onnxruntime", "tokenizers", "numpy", "tiktoken", "mcp", "mcp_types", "pypdf",
+                  "docx", "pptx", "openpyxl", "PIL", "bs4", "trafilatura")
 STARTUP_PROBE = (
     "import json, sys; import django; django.setup(); "
     "from django.core.management import call_command; call_command('check', verbosity=0); "  # the URLconf: every view, API, admin
