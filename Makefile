@@ -42,13 +42,12 @@ setup: $(STAMP) $(TESSERACT)
 # SECRET_KEY, written once) is what it and the README's manage.py commands run on, unless
 # the environment sets DEBUG or SECRET_KEY. The banner with the URLs, login and token is
 # printed last, once the server answers.
+# config.prepare writes that file, then runs migrate, collectstatic, demo_setup --quiet and
+# demo_corpus in one process (a second run finds their work done); config.serve starts the
+# server and the worker.
 run: $(STAMP) $(TESSERACT)
-	@$(PY) -m config.development
 	@echo "Preparing the database and the demo (first run: about a minute)..."
-	@$(PY) manage.py migrate --noinput --verbosity 0
-	@$(PY) manage.py collectstatic --noinput --verbosity 0
-	@$(PY) manage.py demo_setup --quiet
-	@$(PY) manage.py demo_corpus
+	@$(PY) -m config.prepare
 	@$(PY) -m config.serve
 
 # The embedded PostgreSQL outlives `make run` (the next start reuses it); this stops it.

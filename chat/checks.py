@@ -9,7 +9,8 @@ from django.core.checks import CheckMessage, Error, register
 
 @register()
 def model_catalog_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    # Imported here: the catalog imports litellm (a second), which only this check and model calls need.
+    # Imported here: only commands that run checks read the catalog. Reading it never imports litellm for the
+    # default (offline) catalog, so every manage.py command stays quick (issue 31).
     from chat.llm.catalog import CatalogError, load_catalog
     from chat.llm.router import catalog_path
 

@@ -2,16 +2,18 @@
 
 ``/mcp`` (and ``/mcp/``) is the MCP server (``chat.mcp.http``, streamable HTTP, stateless). The
 outer router answers the ASGI lifespan protocol, which Django's handler and Channels do not
-speak, by starting and stopping the MCP session manager; with lifespan off, the first ``/mcp``
-request starts it. Behind the router: the request-body limit while the body arrives (HTTP),
-and the guard that turns a database failure during the WebSocket handshake into an error frame
-(config.edge).
+speak: at once on startup, then the MCP SDK, the chat model libraries and the embedding model load
+in the background (``chat.warmup``), so neither the server's start nor the first answer waits for
+them; the first ``/mcp`` request starts the MCP session manager, and shutdown stops it. Behind the
+router: the request-body limit while the body arrives (HTTP), and the guard that turns a
+database failure during the WebSocket handshake into an error frame (config.edge).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -28,8 +30,11 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from config.edge import BodySizeLimit, RouteLimit, WebSocketDatabaseGuard  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from chat.api import files as files_api  # noqa: E402
-from chat.mcp.http import McpHttpApp  # noqa: E402
+from chat.warmup import start_warm_up  # noqa: E402
 from starlette.types import Receive, Scope, Send  # noqa: E402
+
+if TYPE_CHECKING:
+    from chat.mcp.http import McpHttpApp
 
 # No conversation holds more than QUARRY_CHAT_FILES_MAX_BYTES of files: an attach request past it (plus
 # its multipart framing) is refused while it arrives, before Django spools the body to disk.
@@ -53,7 +58,21 @@ class OuterRouter:
     """Lifespan events and ``/mcp`` here; everything else to Django and Channels."""
 
     def __init__(self) -> None:
-        self.mcp = McpHttpApp()
+        self._mcp: McpHttpApp | None = None
+
+    @property
+    def mcp(self) -> McpHttpApp:
+        """The ``/mcp`` app, built on first use; its session manager starts with the first request it serves.
+
+        Not at start: the MCP SDK takes a second or more to import on a busy 2-core machine, which
+        every start of the web server (``make run``'s banner) would wait for. The warm-up imports
+        it in the background once the server answers (``chat.warmup``).
+        """
+        if self._mcp is None:  # only the event loop's thread gets here: no lock needed
+            from chat.mcp.http import McpHttpApp  # deferred: see above
+
+            self._mcp = McpHttpApp()
+        return self._mcp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -67,14 +86,11 @@ class OuterRouter:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                try:
-                    await self.mcp.startup()
-                except Exception as exc:  # the server must not start half-working
-                    await send({"type": "lifespan.startup.failed", "message": f"MCP session manager: {exc}"})
-                    return
                 await send({"type": "lifespan.startup.complete"})
+                start_warm_up()  # after: the server answers at once, and the first chat finds litellm loaded
             elif message["type"] == "lifespan.shutdown":
-                await self.mcp.shutdown()
+                if self._mcp is not None:
+                    await self._mcp.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

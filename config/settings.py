@@ -372,6 +372,9 @@ QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY: float | None = (
     env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY", 0.3, minimum=0.0, maximum=1.0)
     if (env_str("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY") or "").strip() else None
 )
+# Once the web server answers, it imports the chat model libraries (litellm: seconds) and the MCP SDK and
+# loads the local embedding model in a background thread, so the first requests do not wait for them (chat.warmup).
+QUARRY_WARM_UP = env_bool("QUARRY_WARM_UP", True)
 # Turns of conversation memory (user and assistant messages, oldest first) in each prompt.
 QUARRY_CHAT_MEMORY_TURNS = env_int("QUARRY_CHAT_MEMORY_TURNS", 2, minimum=0, maximum=20)
 

@@ -8,12 +8,14 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import psycopg
 from django.db import connections
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +38,26 @@ def child_env(**overrides: str) -> dict[str, str]:
     env["DATABASE_URL"] = database_url()
     env.update(overrides)
     return env
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    """A new, empty database beside the test database, named ``<prefix>_<random>``; yields its URL, drops it after.
+
+    For a child process that must start from nothing, as a fresh clone does (``make run``'s preparation,
+    the README's commands), without touching the test database. Needs the test database (``db``).
+    """
+    from psycopg import sql
+
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    server = database_url()
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield server.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def free_port() -> int:

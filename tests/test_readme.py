@@ -21,16 +21,13 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
-from psycopg import sql
 
-from tests.servers import ROOT, database_url, free_port, process, read_log, wait_for
+from tests.servers import ROOT, free_port, process, read_log, scratch_database, wait_for
 from tests.test_knowledge_commands import write_beir
 
 README = ROOT / "README.md"
@@ -61,24 +58,15 @@ def manage_commands() -> list[str]:
 @pytest.fixture
 def scratch(tmp_path: Path, db: None) -> Iterator[dict[str, str]]:
     """A data directory and a database of their own, set up as `make run` sets them up."""
-    name = f"quarry_readme_{uuid.uuid4().hex[:8]}"
-    admin_url = database_url()
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "QUARRY_AUTH_MODE")}
-    env.update(QUARRY_DATA_DIR=str(tmp_path / "var"), DATABASE_URL=admin_url.rsplit("/", 1)[0] + f"/{name}",
-               QUARRY_WORKERS="1", REDIS_URL="")
-    try:
-        for step in (["-m", "config.development"], ["manage.py", "migrate", "--noinput", "--verbosity", "0"],
-                     ["manage.py", "demo_setup", "--quiet"], ["manage.py", "demo_corpus"]):
-            done = subprocess.run([sys.executable, *step], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, f"make run's step {step} failed:\n{done.stderr[-3000:]}"
+    with scratch_database("quarry_readme") as url:
+        env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DATABASE_URL", "QUARRY_AUTH_MODE")}
+        env.update(QUARRY_DATA_DIR=str(tmp_path / "var"), DATABASE_URL=url, QUARRY_WORKERS="1", REDIS_URL="")
+        done = subprocess.run([sys.executable, "-m", "config.prepare"], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"make run's preparation failed:\n{done.stderr[-3000:]}"
         (tmp_path / "beir").mkdir()
         write_beir(tmp_path / "beir")
         yield env
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture

@@ -257,8 +257,13 @@ def _logical_model(name: str, spec: Any, where: str, environ: Mapping[str, str])
     return LogicalModel(name=name, deployments=deployments, fallbacks=tuple(fallbacks_raw), routing=routing)
 
 
+def _litellm_providers() -> set[str]:
+    """The provider names litellm knows. Asked only for a provider deployment: importing litellm takes
+    two seconds, which the default (offline-only) catalog, checked by every ``manage.py`` command, must not pay."""
+    return {str(p.value if hasattr(p, "value") else p) for p in load_litellm().provider_list}
+
+
 def _deployment(spec: Any, where: str, environ: Mapping[str, str]) -> Deployment | None:
-    litellm = load_litellm()  # for its provider list
     spec = _mapping(spec, where, _DEPLOYMENT_KEYS, required={"model"})
     model = _string(spec, "model", where, environ)
     if model is None:
@@ -272,8 +277,7 @@ def _deployment(spec: Any, where: str, environ: Mapping[str, str]) -> Deployment
                 f"{where}.model: {provider!r} names no provider; write '<provider>/<model>' "
                 "(e.g. openai/gpt-4o-mini) or set provider"
             )
-    known = {str(p.value if hasattr(p, "value") else p) for p in litellm.provider_list} | {OFFLINE_PROVIDER}
-    if provider not in known:
+    if provider != OFFLINE_PROVIDER and provider not in _litellm_providers():
         raise CatalogError(f"{where}.{provider_key}: unknown provider {provider!r}")
     if provider == OFFLINE_PROVIDER and model != OFFLINE_MODEL:
         raise CatalogError(f"{where}.model: the offline provider {OFFLINE_PROVIDER!r} offers only {OFFLINE_MODEL!r}, got {model!r}")

@@ -34,9 +34,8 @@ from knowledge.rag.errors import ConfigurationError, EmbedderError, RAGValidatio
 from knowledge.rag.limits import MAX_EMBED_BATCH as MAX_TEXTS_PER_CALL
 from knowledge.rag.limits import MAX_VECTOR_DIMENSIONS as MAX_DIMENSION
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     import onnxruntime
     from tokenizers import Tokenizer
 
@@ -264,6 +263,9 @@ class _OnnxBertEmbedder:
 
     @staticmethod
     def _run_batch(session: onnxruntime.InferenceSession, ids: list[list[int]], pooling: Pooling = "mean") -> np.ndarray:
+        # Imported here, like onnxruntime: every process imports this module (the admin does), few embed.
+        import numpy as np
+
         width = max(len(row) for row in ids)
         input_ids = np.zeros((len(ids), width), dtype=np.int64)  # 0 is [PAD] in both vocabularies
         attention = np.zeros((len(ids), width), dtype=np.int64)
