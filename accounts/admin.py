@@ -58,7 +58,7 @@ class ApiTokenForm(forms.ModelForm):
             held = membership_role(user=owner, tenant=tenant)
             if held is None or Role.rank(held) < Role.rank(role):
                 raise forms.ValidationError(
-                    f"{owner} is not a {role} of tenant {tenant}; a token cannot carry more rights than its owner."
+                    f"{owner} is not {Role.with_article(role)} of tenant {tenant}; a token cannot carry more rights than its owner."
                 )
         return data
 
