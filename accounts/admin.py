@@ -14,10 +14,14 @@ from accounts.selectors import membership_role
 from accounts.services import api_token_create, api_token_revoke
 
 
+# Users are chosen by typing a name (Django's autocomplete over the user admin's search fields:
+# username, names, email), never by their numeric id.
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
-    raw_id_fields = ["user"]
+    autocomplete_fields = ["user"]
 
 
 @admin.register(Tenant)
@@ -39,7 +43,7 @@ class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", "tenant"]
     list_select_related = ["user", "tenant"]
-    raw_id_fields = ["user"]
+    autocomplete_fields = ["user"]
     search_fields = ["user__username", "tenant__slug"]
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -69,7 +73,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["prefix", "name", "tenant", "owner", "role", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["role", "tenant"]
     list_select_related = ["tenant", "owner"]
-    raw_id_fields = ["owner"]
+    autocomplete_fields = ["owner"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     fields = ["tenant", "owner", "role", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke_selected"]

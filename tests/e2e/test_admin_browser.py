@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect
 
+from accounts.models import Membership
 from knowledge.models import Document
 from tests.conftest import World
+from tests.factories import make_user
 from tests.servers import asgi_server, child_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -159,3 +161,24 @@ def test_favicon_ico_answers_with_the_site_icon(context: BrowserContext) -> None
     response = context.new_page().goto("/favicon.ico")
     assert response is not None and response.status == 200
     assert response.headers["content-type"].startswith("image/svg+xml")
+
+
+def test_a_membership_is_added_by_typing_the_users_name(world: World, context: BrowserContext) -> None:
+    """No numeric user id to look up: the user field searches by name (select2 under the page policy)."""
+    make_user("root", superuser=True)
+    page = context.new_page()
+    seen = Violations(page)
+    page.goto("/admin/login/")
+    page.get_by_label("Username").fill("root")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto("/admin/accounts/membership/add/")
+    page.locator(".field-user .select2-selection").click()
+    page.locator(".select2-search__field").fill("edi")
+    page.locator(".select2-results__option", has_text="editor").click()
+    page.get_by_label("Tenant").select_option(label=str(world.globex))
+    page.get_by_label("Role").select_option("reader")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    assert Membership.objects.filter(user=world.editor, tenant=world.globex, role="reader").exists()
+    assert seen.messages == []
