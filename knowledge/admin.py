@@ -56,6 +56,7 @@ from knowledge.selectors import (
     document_chunk_rows,
     tenant_model_subquery,
     document_display,
+    document_list_label,
     document_progress,
     entity_mentions,
     entity_neighbors,
@@ -112,9 +113,9 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Document", ordering="external_id")
     def label(self, obj: Document) -> str:
-        # The title an editor gave or the file carried comes first; the file name is the fallback.
-        name = obj.title or state.document_label(obj)
-        return name if name == obj.external_id else f"{name} ({obj.external_id})"
+        # documents.js replaces the text from the progress poll: processing can set the title (the file's own).
+        return format_html('<span data-quarry-label="{}">{}</span>', obj.pk,
+                           document_list_label(title=obj.title, source_name=obj.source_name, external_id=obj.external_id))
 
     @admin.display(description="Status", ordering="status")
     def status_progress(self, obj: Document) -> str:

@@ -240,11 +240,12 @@ def test_changelist_is_cheap_and_shows_progress(staff: World, django_assert_max_
 def test_progress_endpoint_reports_only_documents_in_scope(staff: World) -> None:
     mine = indexed(staff, "mine", "Ours.")
     theirs = indexed(staff, "theirs", "Globex only.", tenant="globex")
-    Document.objects.filter(pk=mine.pk).update(status="processing", progress=0.5, cancel_requested=True)
+    Document.objects.filter(pk=mine.pk).update(status="processing", progress=0.5, cancel_requested=True, title="Our notes")
     response = login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": f"{mine.pk},{theirs.pk}"})
     assert response.status_code == 200
     [row] = response.json()["documents"]
     assert (row["id"], row["status"], row["status_label"], row["progress"], row["cancel_requested"]) == (mine.pk, "processing", "Processing", 0.5, True)
+    assert row["label"] == "Our notes (mine)"  # as the list names it: the poll keeps the name current too
     assert login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": "1,x"}).status_code == 400
 
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.db import connections
 from playwright.sync_api import BrowserContext, Page, expect
 
 from accounts.models import Membership
@@ -23,9 +26,14 @@ PASSWORD = "pw-for-tests-only"
 
 
 @pytest.fixture(scope="module")
-def base(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("admin-e2e")
-    with asgi_server(child_env(QUARRY_DATA_DIR=str(data)), log_name="uvicorn-e2e-admin") as url:
+def server_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's data directory (its uploads are under media/)."""
+    return tmp_path_factory.mktemp("admin-e2e")
+
+
+@pytest.fixture(scope="module")
+def base(django_db_setup: None, server_data: Path) -> Iterator[str]:
+    with asgi_server(child_env(QUARRY_DATA_DIR=str(server_data)), log_name="uvicorn-e2e-admin") as url:
         yield url
 
 
@@ -181,4 +189,30 @@ def test_a_membership_is_added_by_typing_the_users_name(world: World, context: B
     page.get_by_role("button", name="Save", exact=True).click()
     expect(page.locator(".messagelist")).to_contain_text("was added successfully")
     assert Membership.objects.filter(user=world.editor, tenant=world.globex, role="reader").exists()
+    assert seen.messages == []
+
+
+def test_the_live_list_shows_the_title_processing_found(world: World, context: BrowserContext, tmp_path: Path,
+                                                         server_data: Path, settings: Any) -> None:
+    """The list refreshes each row's name with its status: a file's own title appears without a reload."""
+    from knowledge.tasks import process_document  # here: the worker's entry point, run by the test as the worker would
+
+    settings.MEDIA_ROOT = server_data / "media"  # this process works as the server's worker: on its uploads
+    page = signed_in(world, context)
+    seen = Violations(page)
+    page.goto("/admin/knowledge/document/add/")
+    notes = tmp_path / "beacon-log.md"
+    notes.write_text("# Beacon log\n\nThe beacon is checked every morning.\n", encoding="utf-8")
+    page.locator("input[type=file][name=files]").set_input_files(str(notes))
+    page.get_by_role("button", name="Upload and queue").click()
+    document = Document.objects.get(tenant=world.acme, source_name="beacon-log.md")
+    label = page.locator(f'[data-quarry-label="{document.pk}"]')
+    expect(label).to_have_text("beacon-log.md")
+    # In a thread of its own, as in the worker: this one runs Playwright's event loop, where async_to_sync refuses.
+    with ThreadPoolExecutor(1) as worker:
+        worker.submit(lambda: (process_document(document.pk), connections.close_all())).result()
+    document.refresh_from_db()
+    assert (document.status, document.title) == ("ready", "Beacon log"), document.error
+    expect(page.locator(f'.quarry-progress[data-quarry-doc="{document.pk}"]')).to_have_attribute("data-status", "ready")
+    expect(label).to_have_text("Beacon log (beacon-log.md)")
     assert seen.messages == []
