@@ -28,7 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
-from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, tenant_choices
+from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, tenant_choices
 from accounts.models import Role, Tenant
 from accounts.selectors import tenants_for_user
 from knowledge import rag
@@ -78,7 +78,7 @@ def _actor(request: HttpRequest) -> str:
 @admin.register(Document)
 class DocumentAdmin(TenantScopedAdmin):
     form = DocumentChangeForm
-    list_display = ["label", "tenant", "status_progress", "chunks", "version_cell", "model_cell", "updated_at"]
+    list_display = ["label", "tenant", "status_progress", "chunks", "version_cell", "model_cell", "updated"]
     list_display_links = ["label"]
     list_filter = ["status", TenantFilter]
     list_select_related = ["tenant"]
@@ -146,9 +146,15 @@ class DocumentAdmin(TenantScopedAdmin):
     def version_cell(self, obj: Document) -> str:
         return format_html('<span data-quarry-version="{}">{}</span>', obj.pk, obj.version)
 
-    @admin.display(description="Embedding model", ordering="embedding_model")
+    @admin.display(description="Model", ordering="embedding_model")
     def model_cell(self, obj: Document) -> str:
-        return format_html('<span data-quarry-model="{}">{}</span>', obj.pk, obj.embedding_model or "—")
+        # Model ids are long ("local/bge-small-en-v1.5-int8"): cut to the column's width, whole in the tooltip.
+        return format_html('<span class="quarry-model" data-quarry-model="{}" title="{}">{}</span>',
+                           obj.pk, obj.embedding_model, obj.embedding_model or "—")
+
+    @admin.display(description="Updated", ordering="updated_at")
+    def updated(self, obj: Document) -> str:
+        return admin_time(obj.updated_at)
 
     @admin.display(description="Tenant")
     def tenant_slug(self, obj: Document) -> str:

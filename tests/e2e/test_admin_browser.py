@@ -48,17 +48,28 @@ class Violations:
         page.on("response", lambda response: response.status >= 400 and self.messages.append(f"{response.status} {response.url}"))
 
 
-def signed_in(world: World, context: BrowserContext) -> Page:
-    """A page of the admin, signed in as the editor (made staff)."""
-    world.editor.is_staff = True
-    world.editor.save(update_fields=["is_staff"])
+def sign_in(context: BrowserContext, username: str) -> Page:
+    """A page of the admin, signed in as ``username``."""
     page = context.new_page()
     page.goto("/admin/login/")
-    page.get_by_label("Username").fill("editor")
+    page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
     return page
+
+
+def signed_in(world: World, context: BrowserContext) -> Page:
+    """A page of the admin, signed in as the editor (made staff)."""
+    world.editor.is_staff = True
+    world.editor.save(update_fields=["is_staff"])
+    return sign_in(context, "editor")
+
+
+def signed_in_as_root(context: BrowserContext) -> Page:
+    """A page of the admin, signed in as a superuser (who sees every tenant: the widest lists)."""
+    make_user("root", superuser=True)
+    return sign_in(context, "root")
 
 
 def test_the_admin_upload_and_progress_list_work_under_the_policy(world: World, context: BrowserContext, tmp_path: Path) -> None:
@@ -173,13 +184,8 @@ def test_favicon_ico_answers_with_the_site_icon(context: BrowserContext) -> None
 
 def test_a_membership_is_added_by_typing_the_users_name(world: World, context: BrowserContext) -> None:
     """No numeric user id to look up: the user field searches by name (select2 under the page policy)."""
-    make_user("root", superuser=True)
-    page = context.new_page()
+    page = signed_in_as_root(context)
     seen = Violations(page)
-    page.goto("/admin/login/")
-    page.get_by_label("Username").fill("root")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
     page.goto("/admin/accounts/membership/add/")
     page.locator(".field-user .select2-selection").click()
     page.locator(".select2-search__field").fill("edi")
@@ -215,4 +221,35 @@ def test_the_live_list_shows_the_title_processing_found(world: World, context: B
     assert (document.status, document.title) == ("ready", "Beacon log"), document.error
     expect(page.locator(f'.quarry-progress[data-quarry-doc="{document.pk}"]')).to_have_attribute("data-status", "ready")
     expect(label).to_have_text("Beacon log (beacon-log.md)")
+    assert seen.messages == []
+
+
+def test_the_document_and_feedback_lists_fit_1280_px(world: World, context: BrowserContext) -> None:
+    """No column is clipped: the results table is no wider than its box, with two tenants' rows, long
+    names, a failure and the longest model id."""
+    from chat.models import ChatSession, Feedback, Turn  # here: only this test writes chat rows
+
+    long_title = "Quarterly maintenance schedule for the northern harbour beacons and their backup generators"
+    for tenant in (world.acme, world.globex):
+        Document.objects.create(tenant=tenant, external_id="reports/2026/harbour-maintenance-schedule-final.pdf",
+                                title=long_title, status="ready", progress=1, chunk_count=1234, version=12,
+                                embedding_model="local/bge-small-en-v1.5-int8")
+        Document.objects.create(tenant=tenant, external_id="scan-0001.png", status="failed",
+                                error="scan-0001.png could not be read: the image has no text that OCR could find")
+        session = ChatSession.objects.create(tenant=tenant, principal="user:1")
+        turn = Turn.objects.create(tenant=tenant, session=session, role="assistant", content="An answer.")
+        Feedback.objects.create(tenant=tenant, session=session, turn=turn, principal="user:1", rating="down",
+                                question="How do I upload documents and which formats does the extraction support for editors? " * 3,
+                                comment="The answer misses PowerPoint and Excel, which the README says are supported. " * 3,
+                                model="quarry/offline-extractive-with-a-long-deployment-name", citations=[{"chunk_id": "a:0"}] * 12)
+    page = signed_in_as_root(context)
+    seen = Violations(page)
+    for path in ("/admin/knowledge/document/", "/admin/chat/feedback/"):
+        page.goto(path)
+        expect(page.locator("#result_list tbody tr")).to_have_count(4 if "document" in path else 2)
+        widths = page.locator(".results").evaluate("box => [box.scrollWidth, box.clientWidth]")
+        assert widths[0] <= widths[1], (path, widths)
+    # The model id is cut to its column, whole in the tooltip.
+    page.goto("/admin/knowledge/document/")
+    expect(page.locator(".quarry-model", has_text="local/").first).to_have_attribute("title", "local/bge-small-en-v1.5-int8")
     assert seen.messages == []

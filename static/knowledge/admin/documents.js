@@ -31,6 +31,7 @@
     setAll('[data-quarry-chunks="' + doc.id + '"]', String(doc.chunk_count));
     setAll('[data-quarry-version="' + doc.id + '"]', String(doc.version));
     setAll('[data-quarry-model="' + doc.id + '"]', doc.embedding_model || "\u2014");
+    document.querySelectorAll('[data-quarry-model="' + doc.id + '"]').forEach(function (node) { node.title = doc.embedding_model || ""; });
   }
 
   function setAll(selector, text) {
