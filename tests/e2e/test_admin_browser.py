@@ -253,3 +253,32 @@ def test_the_document_and_feedback_lists_fit_1280_px(world: World, context: Brow
     page.goto("/admin/knowledge/document/")
     expect(page.locator(".quarry-model", has_text="local/").first).to_have_attribute("title", "local/bge-small-en-v1.5-int8")
     assert seen.messages == []
+
+
+def test_the_chunk_and_search_pages_fit_a_phone(world: World, browser: Any, base: str) -> None:
+    """At 390 px their tables scroll inside their box: the page does not widen, and the text column keeps a
+    readable width instead of a few letters a line."""
+    from knowledge import rag
+    from knowledge.services.documents import document_ingest
+    from tests.embedders import BagOfWordsEmbedder
+
+    text = " ".join(f"The beacon on pier {n} is checked every morning by the harbour crew." for n in range(40))
+    with ThreadPoolExecutor(1) as worker:  # not in this thread: Playwright's event loop runs here
+        worker.submit(lambda: (document_ingest(tenant=world.acme, actor="seed", embedder=BagOfWordsEmbedder(),
+                                               documents=[rag.RAGDocument("beacons", text, title="Beacons")]),
+                               connections.close_all())).result()
+    document = Document.objects.get(tenant=world.acme, external_id="beacons")
+    phone = browser.new_context(base_url=base, viewport={"width": 390, "height": 800})
+    try:
+        page = signed_in(world, phone)
+        seen = Violations(page)
+        for path, cell in ((f"/admin/knowledge/document/{document.pk}/chunks/", ".quarry-chunk-text"),
+                           (f"/admin/knowledge/document/search/?tenant={world.acme.pk}&query=beacon&mode=keyword&limit=5&filters=",
+                            ".quarry-preview")):
+            page.goto(path)
+            expect(page.locator(cell).first).to_be_visible()
+            assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"), path
+            assert page.locator(cell).first.evaluate("td => td.getBoundingClientRect().width") >= 200, path
+        assert seen.messages == []
+    finally:
+        phone.close()
