@@ -28,6 +28,8 @@ class MembershipInline(admin.TabularInline):
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
+    # Not ``private_to``: the chat makes a conversation's private store; choosing one here would hide this tenant.
+    fields = ["slug", "name", "chunk_quota", "chunk_quota_name"]
     inlines = [MembershipInline]
 
     def has_module_permission(self, request: HttpRequest) -> bool:

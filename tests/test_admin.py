@@ -436,6 +436,21 @@ def test_superuser_sees_every_tenant(staff: World) -> None:
     assert re.search(r"Upload documents", listed.content.decode())
 
 
+def test_the_tenant_form_cannot_turn_a_tenant_into_a_private_store(staff: World) -> None:
+    """A private store belongs to one conversation; choosing one in the form would hide the tenant from everyone."""
+    client = login(make_user("root", superuser=True))
+    url = f"/admin/accounts/tenant/{staff.acme.pk}/change/"
+    page = client.get(url)
+    assert page.status_code == 200 and 'name="chunk_quota"' in page.content.decode()
+    assert 'name="private_to"' not in page.content.decode()
+    form = page.context["adminform"].form
+    data = {**{name: form[name].value() or "" for name in form.fields}, "private_to": staff.globex.pk,
+            **{f"memberships-{key}": value for key, value in (("TOTAL_FORMS", "0"), ("INITIAL_FORMS", "0"))}}
+    assert client.post(url, data).status_code == 302
+    staff.acme.refresh_from_db()
+    assert staff.acme.private_to is None
+
+
 # --- the entity browser --------------------------------------------------------------------------
 
 
