@@ -396,11 +396,15 @@ class DocumentAdmin(TenantScopedAdmin):
 class AuditEventAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Who changed what: read-only."""
 
-    list_display = ["at", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
+    list_display = ["when", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
     list_filter = ["action", "trigger", TenantFilter]
     list_select_related = ["tenant"]
     show_full_result_count = False
     search_fields = ["actor"]
+
+    @admin.display(description="At", ordering="at")
+    def when(self, obj: AuditEvent) -> str:
+        return admin_time(obj.at)  # to the minute: the default format rounds an audit trail to the hour ("7 p.m.")
 
     @admin.display(description="Documents")
     def documents(self, obj: AuditEvent) -> str:

@@ -451,6 +451,13 @@ def test_the_tenant_form_cannot_turn_a_tenant_into_a_private_store(staff: World)
     assert staff.acme.private_to is None
 
 
+def test_the_audit_list_gives_each_event_its_minute(staff: World) -> None:
+    indexed(staff, "mine", "Ours.")
+    event = AuditEvent.objects.get(tenant=staff.acme)
+    page = login(staff.editor).get("/admin/knowledge/auditevent/").content.decode()
+    assert f'>{timezone.localtime(event.at).strftime("%Y-%m-%d %H:%M")}</time>' in page
+
+
 # --- the entity browser --------------------------------------------------------------------------
 
 
