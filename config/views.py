@@ -22,7 +22,7 @@ from django.shortcuts import render
 from django.template import loader
 from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 
 from config.db import database_error_kind
 from config.middleware import API_PREFIX, database_error_response, error_body, internal_error_response, request_id_of
@@ -52,7 +52,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok", "database": "ok"})
 
 
-@require_GET
+@require_safe
 def favicon(request: HttpRequest) -> HttpResponse:
     """The product's icon for browsers that ask for /favicon.ico (a page that names no icon: JSON in a tab)."""
     return HttpResponsePermanentRedirect(static("chat/favicon.svg"))
@@ -74,7 +74,7 @@ def _redoc_script() -> bytes:
         return bundle.read().replace(REDOC_LOGO_URL, static("docs/redoc-logo.svg").encode())
 
 
-@require_GET
+@require_safe
 def redoc_script(request: HttpRequest) -> HttpResponse:
     """Redoc for /v1/redoc (templates/drf_spectacular/redoc.html), its logo from this site."""
     response = HttpResponse(_redoc_script(), content_type="text/javascript; charset=utf-8")

@@ -180,6 +180,7 @@ def test_favicon_ico_answers_with_the_site_icon(context: BrowserContext) -> None
     response = context.new_page().goto("/favicon.ico")
     assert response is not None and response.status == 200
     assert response.headers["content-type"].startswith("image/svg+xml")
+    assert context.request.head("/favicon.ico", max_redirects=0).status == 301
 
 
 def test_a_membership_is_added_by_typing_the_users_name(world: World, context: BrowserContext) -> None:
