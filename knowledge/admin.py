@@ -586,8 +586,8 @@ class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
         )
         more = "" if obj.chunk_count <= len(rows) else format_html("<p>The first {} of {} chunks.</p>", len(rows), obj.chunk_count)
         return format_html(
-            '<table class="quarry-graph"><thead><tr><th>Document</th><th>Chunk</th><th>Found by</th><th>Weight</th></tr></thead>'
-            "<tbody>{}</tbody></table>{}", body, more,
+            '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Document</th><th>Chunk</th>'
+            "<th>Found by</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>{}", body, more,
         )
 
     @admin.display(description="Neighbours (through relations its chunks state)")
@@ -601,8 +601,8 @@ class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
               ", ".join(row["predicates"]), row["chunks"], row["weight"]) for row in rows),
         )
         return format_html(
-            '<table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th><th>Chunks</th><th>Weight</th></tr></thead>'
-            "<tbody>{}</tbody></table>", body,
+            '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th>'
+            "<th>Chunks</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>", body,
         )
 
 
