@@ -201,13 +201,21 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return queryset.filter(tenant__in=editable_tenants(request))
 
 
-def admin_time(value: datetime | None) -> str:
-    """A change list's time: short and on one line ("2026-12-05 19:13"), the full one in its tooltip."""
+def admin_time_texts(value: datetime) -> dict[str, str]:
+    """A time as the admin's lists show it: ``short`` ("2026-12-05 19:13"), ``full`` (the tooltip), ``iso``."""
+    local = timezone.localtime(value)
+    return {"short": local.strftime("%Y-%m-%d %H:%M"), "full": local.strftime("%A %d %B %Y, %H:%M:%S %Z"),
+            "iso": local.isoformat()}
+
+
+def admin_time(value: datetime | None, *, live: int | None = None) -> str:
+    """A change list's time: short and on one line, the full one in its tooltip (``admin_time_texts``).
+    ``live``: the row's id, for a list whose script keeps the time current (``data-quarry-time``)."""
     if value is None:
         return "—"
-    local = timezone.localtime(value)
-    return format_html('<time class="quarry-time" datetime="{}" title="{}">{}</time>',
-                       local.isoformat(), local.strftime("%A %d %B %Y, %H:%M:%S %Z"), local.strftime("%Y-%m-%d %H:%M"))
+    texts = admin_time_texts(value)
+    return format_html('<time class="quarry-time" datetime="{}" title="{}"{}>{}</time>', texts["iso"], texts["full"],
+                       format_html(' data-quarry-time="{}"', live) if live is not None else "", texts["short"])
 
 
 def admin_excerpt(text: str, limit: int) -> str:

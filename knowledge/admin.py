@@ -28,7 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
-from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, tenant_choices
+from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts, tenant_choices
 from accounts.models import Role, Tenant
 from accounts.selectors import tenants_for_user
 from knowledge import rag
@@ -154,7 +154,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Updated", ordering="updated_at")
     def updated(self, obj: Document) -> str:
-        return admin_time(obj.updated_at)
+        return admin_time(obj.updated_at, live=obj.pk)
 
     @admin.display(description="Tenant")
     def tenant_slug(self, obj: Document) -> str:
@@ -321,6 +321,7 @@ class DocumentAdmin(TenantScopedAdmin):
         labels = dict(DocumentStatus.choices)
         return JsonResponse({"documents": [
             {**row, "status_label": labels[row["status"]], "updated_at": row["updated_at"].isoformat(),
+             "updated": admin_time_texts(row["updated_at"]),
              "eta_at": row["eta_at"].isoformat() if row["eta_at"] else None}
             for row in rows
         ]})

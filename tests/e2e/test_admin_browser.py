@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 from playwright.sync_api import BrowserContext, Page, expect
 
 from accounts.models import Membership
@@ -222,6 +223,9 @@ def test_the_live_list_shows_the_title_processing_found(world: World, context: B
     assert (document.status, document.title) == ("ready", "Beacon log"), document.error
     expect(page.locator(f'.quarry-progress[data-quarry-doc="{document.pk}"]')).to_have_attribute("data-status", "ready")
     expect(label).to_have_text("Beacon log (beacon-log.md)")
+    # The "Updated" cell follows too (its datetime attribute is exact to the microsecond).
+    expect(page.locator(f'[data-quarry-time="{document.pk}"]')).to_have_attribute(
+        "datetime", timezone.localtime(document.updated_at).isoformat())
     assert seen.messages == []
 
 
