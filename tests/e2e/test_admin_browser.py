@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.db import connections
 from django.utils import timezone
+from django_q.models import Schedule
 from playwright.sync_api import BrowserContext, Page, expect
 
 from accounts.models import Membership
@@ -229,9 +230,9 @@ def test_the_live_list_shows_the_title_processing_found(world: World, context: B
     assert seen.messages == []
 
 
-def test_the_document_and_feedback_lists_fit_1280_px(world: World, context: BrowserContext) -> None:
+def test_the_document_feedback_and_schedule_lists_fit_1280_px(world: World, context: BrowserContext) -> None:
     """No column is clipped: the results table is no wider than its box, with two tenants' rows, long
-    names, a failure and the longest model id."""
+    names, a failure and the longest model id (and the task runner's schedules, two dates a row)."""
     from chat.models import ChatSession, Feedback, Turn  # here: only this test writes chat rows
 
     long_title = "Quarterly maintenance schedule for the northern harbour beacons and their backup generators"
@@ -247,11 +248,18 @@ def test_the_document_and_feedback_lists_fit_1280_px(world: World, context: Brow
                                 question="How do I upload documents and which formats does the extraction support for editors? " * 3,
                                 comment="The answer misses PowerPoint and Excel, which the README says are supported. " * 3,
                                 model="quarry/offline-extractive-with-a-long-deployment-name", citations=[{"chunk_id": "a:0"}] * 12)
+    for name, func in (("knowledge: reclaim stalled documents", "knowledge.tasks.reclaim_documents"),
+                       ("knowledge: repair bloated search indexes", "knowledge.tasks.repair_indexes")):
+        Schedule.objects.create(name=name, func=func, schedule_type=Schedule.MINUTES, minutes=1, repeats=-1,
+                                next_run=timezone.now())
     page = signed_in_as_root(context)
     seen = Violations(page)
-    for path in ("/admin/knowledge/document/", "/admin/chat/feedback/"):
+    for path, rows in (("/admin/knowledge/document/", 4), ("/admin/chat/feedback/", 2), ("/admin/django_q/schedule/", None)):
         page.goto(path)
-        expect(page.locator("#result_list tbody tr")).to_have_count(4 if "document" in path else 2)
+        if rows is None:  # the app keeps schedules of its own beside these two
+            expect(page.locator("#result_list tbody tr", has_text="knowledge.tasks.repair_indexes").first).to_be_visible()
+        else:
+            expect(page.locator("#result_list tbody tr")).to_have_count(rows)
         widths = page.locator(".results").evaluate("box => [box.scrollWidth, box.clientWidth]")
         assert widths[0] <= widths[1], (path, widths)
     # The model id is cut to its column, whole in the tooltip.
