@@ -1,4 +1,4 @@
-"""Chat in the admin: readers' feedback on answers, per tenant, read-only.
+"""Chat in the admin, read-only: readers' feedback on answers, and the files they attached to conversations.
 
 Tenancy as in the knowledge admin: superusers see every tenant; other staff see only the
 feedback of tenants where they are editors or admins (``accounts.access.editable_tenants``),
@@ -8,11 +8,19 @@ tenant's curators: the question, the answer, its citations and the retrieval set
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from accounts.models import Role, Tenant
+from accounts.selectors import tenants_for_user
 from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_excerpt, admin_time
 from chat.models import Feedback
+from knowledge.models import ConversationFile
+from knowledge.rag import limits
 
 
 @admin.register(Feedback)
@@ -53,3 +61,51 @@ class FeedbackAdmin(ReadOnlyAdmin, TenantScopedAdmin):
             return "None"
         return format_html("<ol>{}</ol>", format_html_join(
             "", "<li>{} (score {})</li>", ((c.get("chunk_id", "?"), c.get("score", "?")) for c in obj.citations)))
+
+
+# --- Files attached to conversations (chat.files): existence and size, never their text --------------
+
+
+@admin.register(ConversationFile)
+class ConversationFileAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """The files readers attached to their conversations, for the admins of their tenant (superusers: all).
+
+    Their passages are the conversation owner's alone: this list shows that they exist, their size,
+    state and passage count, never their text, and nothing links to a page that would.
+    """
+
+    list_display = ["source_name", "conversation_tenant", "status", "size", "chunk_count", "created_at"]
+    list_display_links = None
+    list_select_related = ["tenant__private_to"]
+    list_per_page = 100
+    show_full_result_count = False
+    ordering = ["-created_at", "-id"]
+
+    def _tenants(self, request: HttpRequest) -> list[Tenant] | None:
+        """Tenants whose conversations' files the user may see listed (None: every tenant, a superuser)."""
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return []
+        return None if user.is_superuser else tenants_for_user(user=user, min_role=Role.ADMIN)  # type: ignore[arg-type]
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        tenants = self._tenants(request)
+        return tenants is None or bool(tenants)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is None and self.has_module_permission(request)  # the list only: no page per file
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = super().get_queryset(request).filter(tenant__private_to__isnull=False).only(
+            "source_name", "status", "source_size", "chunk_count", "created_at", "tenant__private_to__slug",
+        )
+        tenants = self._tenants(request)
+        return queryset if tenants is None else queryset.filter(tenant__private_to__in=tenants)
+
+    @admin.display(description="Tenant")
+    def conversation_tenant(self, obj: ConversationFile) -> str:
+        return obj.tenant.private_to.slug if obj.tenant.private_to else ""
+
+    @admin.display(description="Size", ordering="source_size")
+    def size(self, obj: ConversationFile) -> str:
+        return limits.describe_bytes(obj.source_size)

@@ -26,7 +26,9 @@ Client -> server (JSON text frames; ``request_id`` is optional and echoed back):
 Server -> client: {"event": <name>, "data": {...}, "request_id": str | null}
   session      {session_id, kind, created}        first frame of every admitted ask
   citations, reasoning_delta, text_delta, usage, completed, error
-                                                  forwarded unchanged from the stream (see chat.events)
+                                                  forwarded unchanged from the stream, in that order (see
+                                                  chat.events: citations is the context, completed the
+                                                  stored answer with what it cites)
   run, step, tool_result                          agent mode only, forwarded unchanged (chat.agent.events;
                                                   there ``citations`` comes after the text)
   cancelled    {session_id}                       after "cancel": the stream is closed, nothing stored
@@ -71,8 +73,10 @@ from knowledge.rag import limits
 logger = logging.getLogger(__name__)
 
 CLOSE_NOT_AUTHENTICATED = 4401
-# A prompt is at most MAX_QUERY_CHARS; anything much larger is not a message of this protocol.
-MAX_FRAME_CHARS = 4 * limits.MAX_QUERY_CHARS
+# A prompt is at most MAX_QUERY_CHARS. A frame up to MAX_FRAME_CHARS is still parsed (a few ms), so a
+# too-long question is refused with the sentence naming that bound and its request_id echoed; anything
+# larger is not a message of this protocol, and is refused unread, naming the same bound.
+MAX_FRAME_CHARS = 1 << 20
 MAX_REQUEST_ID_CHARS = 64
 
 # The stream each mode forwards, called as ``stream(session=<ChatSession of that kind>, prompt=<str>)``;
@@ -188,8 +192,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._stop_answering()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
-        if text_data is None or len(text_data) > MAX_FRAME_CHARS:
+        if text_data is None:
             await self._error(None, "invalid", "Send one JSON object per text frame.")
+            return
+        if len(text_data) > MAX_FRAME_CHARS:
+            await self._error(None, "invalid", f"The message is too long ({len(text_data):,} characters): "
+                                               f"a question is at most {limits.MAX_QUERY_CHARS:,} characters.")
             return
         try:
             content = json.loads(text_data)

@@ -1,13 +1,16 @@
 """What chat sends: the stream's events, the JSON responses, and every error code with its sentence.
 
-Every chat stream is model events (``reasoning_delta``, ``text_delta``,
-``usage``), then exactly one ``citations`` event, then ``completed``; or it ends
-early with one ``error`` event (possibly the only event, when retrieval failed).
-``citations`` comes after the text because it lists the passages the answer
-cited (its ``[n]`` markers, numbered in order of first use), as the agent's does;
-the other retrieved passages are its ``also_retrieved``.
+Every chat stream is, in order (HarborRAG's contract): exactly one ``citations`` event, the
+passages given to the model as context, numbered as the model sees them (its ``[n]`` is the
+n-th); then the model's frames (``reasoning_delta``, ``text_delta``, ``usage``) as the model
+wrote them, so the streamed text's markers use those numbers; then ``completed``. ``completed``
+carries the answer as stored (``message``), with its markers renumbered in order of first use,
+``citations``, the passages it actually cites in that order, and ``also_retrieved``, the other
+passages of the context. A stream that fails ends with one ``error`` event instead of
+``completed`` (the only event when the conversation or retrieval failed, before any context).
 On the wire (SSE) each event is ``event: <name>\\ndata: <json of data>\\n\\n``.
-The agent's events (``chat.agent.events``) reuse these shapes and sentences.
+The agent's events (``chat.agent.events``) reuse these shapes and sentences; its ``citations``
+comes after the text, since an agent finds its passages while it answers.
 
 Each payload is one ``TypedDict``; the API's serializers are derived from them
 (``config.typed_serializers``), so the ``Help`` texts here are the OpenAPI descriptions.
@@ -55,7 +58,9 @@ GRAPH_NO_ENTITY = "No entity of the knowledge graph is called {name!r}. Try a na
 class Citation(TypedDict):
     document_id: str
     chunk_id: str
-    score: float
+    score: Annotated[float, Help(
+        "The passage's score in the search of its own store (the knowledge base, or the conversation's attached "
+        "files, searched alike): hybrid fusion's, or BM25's without an embedding model. One scale whichever store.")]
     graph_path: NotRequired[Annotated[list[str], Help("Graph search found this passage through these entities, in order.")]]
     file_id: NotRequired[Annotated[str, Help("The passage is from this file attached to the conversation (GET "
                                              "/v1/chat/sessions/{id}/files), not from the knowledge base.")]]
@@ -96,9 +101,12 @@ class Message(TypedDict):
 
 
 class CitationsData(TypedDict):
+    """The stream's first event: the context, before the model writes."""
+
     session_id: str
-    citations: Annotated[list[Citation], Help("The passages the answer cites; its marker [n] is the n-th of them.")]
-    also_retrieved: Annotated[list[Citation], Help("Passages retrieved and given to the model but not cited, in retrieval order.")]
+    citations: Annotated[list[Citation], Help(
+        "The passages given to the model as context, in retrieval order: a marker [n] in the streamed text is the "
+        "n-th of them. The completed event lists the ones the answer cites, renumbered.")]
     graph_search: NotRequired[GraphSearchDiagnostics]
 
 
@@ -107,12 +115,15 @@ class DeltaData(TypedDict):
 
 
 class CompletedData(TypedDict):
-    """The ``completed`` event: the JSON response of ``POST /v1/chat/completions`` without ``message``."""
+    """The ``completed`` event, and the JSON response of ``POST /v1/chat/completions``."""
 
     id: Annotated[str, Help("The provider's completion id.")]
     model: Annotated[str, Help("The catalog model that answered (config/models.yaml).")]
     provider: Annotated[str, Help("e.g. openai, anthropic, or quarry for the built-in offline model.")]
     provider_model: Annotated[str, Help("The provider's model, e.g. offline-extractive.")]
+    message: Annotated[Message, Help("The answer as stored: its markers [n] renumbered in order of first use, "
+                                     "so [n] is the n-th of citations (a stream's text_delta frames carry "
+                                     "the model's own numbering, that of the citations event).")]
     finish_reason: str
     usage: Usage
     retry_count: Annotated[int, Help("Retries litellm's Router made for this answer.")]
@@ -172,12 +183,7 @@ ChatEvent = CitationsEvent | TextDeltaEvent | ReasoningDeltaEvent | UsageEvent |
 
 
 class ChatResponse(CompletedData):
-    """The JSON body of ``POST /v1/chat/completions``: the ``completed`` event plus the answer.
-
-    On the wire ``message`` follows ``provider_model`` (``chat.pipeline.answer`` puts it there).
-    """
-
-    message: Message
+    """The JSON body of ``POST /v1/chat/completions``: exactly the ``completed`` event's data."""
 
 
 class SessionCreated(TypedDict):

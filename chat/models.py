@@ -114,7 +114,8 @@ FEEDBACK_COMMENT_MAX_CHARS = 2000
 
 
 class Feedback(models.Model):
-    """A reader's judgement of one answer (at most one per answer; giving it again replaces it).
+    """A reader's judgement of one answer (at most one per answer; giving it again replaces it): a chat
+    answer (``turn``) or an agent run's (``run``), exactly one of them.
 
     ``question``, ``citations`` and ``retrieval`` are copies taken when the feedback is
     given: what was judged stays known even if the documents change later. Deleting the
@@ -123,7 +124,8 @@ class Feedback(models.Model):
 
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="feedback")
-    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="feedback")
+    turn = models.OneToOneField(Turn, on_delete=models.CASCADE, related_name="feedback", null=True, blank=True)
+    run = models.OneToOneField("chat.AgentRun", on_delete=models.CASCADE, related_name="feedback", null=True, blank=True)
     principal = models.CharField(max_length=100)
     rating = models.CharField(max_length=8, choices=FeedbackRating.choices)
     comment = models.TextField(blank=True)
@@ -143,10 +145,12 @@ class Feedback(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(rating__in=FeedbackRating.values), name="feedback_rating_valid"),
+            models.CheckConstraint(condition=Q(turn__isnull=False, run__isnull=True) | Q(turn__isnull=True, run__isnull=False),
+                                   name="feedback_one_answer"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_rating_display()} on {self.session_id}:{self.turn_id}"
+        return f"{self.get_rating_display()} on {self.session_id}:{self.turn_id or self.run_id}"
 
 
 # --- the retrieval agent ----------------------------------------------------------------------

@@ -124,8 +124,11 @@ async def retrieve(
     hybrid search's fusion (None: the configured default), which the graph leg places its passages in.
 
     Searched: the tenant's knowledge base, and with ``files`` the conversation's attached files
-    (``FileScope``). Both lists are fused by Reciprocal Rank Fusion (k = 60, as within one search),
-    each keeping its own statistics, so neither store's scores need to be comparable.
+    (``FileScope``). Both lists are ordered together by Reciprocal Rank Fusion (k = 60, as within one
+    search), each store keeping its own statistics. Each hit keeps the score its own store's search
+    gave it (both searched with the same mode and fusion), never the merge's RRF score: an answer's
+    citations then show one scale whichever store they come from, that of an answer from the
+    knowledge base alone (a merged 1/61 = 0.0164 read as worse than 2.50 everywhere else).
     """
     limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
     with_files = files is not None and files.store is not None and files.sources != "knowledge"
@@ -135,24 +138,29 @@ async def retrieve(
             return [], ({"requested": True, "used": False, "detail": GRAPH_NOT_KEPT} if graph else None)
         return await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
     assert files is not None and files.store is not None
-    attached = await _retrieve_files(store=files.store, prompt=prompt, identifier=files.identifier)
+    attached = await _retrieve_files(store=files.store, prompt=prompt, identifier=files.identifier, fusion=fusion,
+                                     fusion_weight=fusion_weight)
     if not with_knowledge:
         return attached, ({"requested": True, "used": False, "detail": GRAPH_NOT_KEPT} if graph else None)
     known, diagnostic = await _retrieve_tenant(tenant=tenant, prompt=prompt, graph=graph, fusion=fusion, fusion_weight=fusion_weight)
     by_key = {f"k{h.chunk.chunk_id}": h for h in known} | {f"f{h.chunk.chunk_id}": h for h in attached}
     fused = rrf([[f"k{h.chunk.chunk_id}" for h in known], [f"f{h.chunk.chunk_id}" for h in attached]])
-    return with_graph_placed([dataclasses.replace(by_key[key], score=score) for key, score, _ in fused], limit), diagnostic
+    return with_graph_placed([by_key[key] for key, _, _ in fused], limit), diagnostic
 
 
-async def _retrieve_files(*, store: str, prompt: str, identifier: str | None) -> list[rag.RAGHit]:
-    """The conversation's own passages for ``prompt`` (one file's with ``identifier``), as ``AttachedHit``."""
+async def _retrieve_files(
+    *, store: str, prompt: str, identifier: str | None, fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
+) -> list[rag.RAGHit]:
+    """The conversation's own passages for ``prompt`` (one file's with ``identifier``), as ``AttachedHit``;
+    hybrid search fuses its legs by ``fusion`` / ``fusion_weight``, as the knowledge base's does."""
     service = rag.tenant_service(store)
     limit = settings.QUARRY_CHAT_RETRIEVAL_TOP_K
     mode = rag.SearchMode.HYBRID if service.embedder is not None else rag.SearchMode.KEYWORD
     filters = {"file_id": identifier} if identifier else None
+    fused = {"fusion": fusion, "fusion_weight": fusion_weight} if mode is rag.SearchMode.HYBRID else {}
     try:
         try:
-            hits = await service.search(prompt, mode=mode, limit=limit, filters=filters)
+            hits = await service.search(prompt, mode=mode, limit=limit, filters=filters, **fused)
         except rag.EmbedderError as exc:
             logger.warning("chat retrieval: the embedder failed (%s); searching the attached files by keyword", type(exc).__name__)
             hits = await service.search(prompt, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)
@@ -309,7 +317,9 @@ async def answer_stream(
     sources: str = "all",
     identifier: str | None = None,
 ) -> AsyncIterator[ChatEvent]:
-    """Answer ``prompt`` in ``session``, as events (see ``chat.events``).
+    """Answer ``prompt`` in ``session``, as events (see ``chat.events``): ``citations`` (the context),
+    the model's frames, then ``completed`` (the stored answer, renumbered, with what it cites), or
+    one terminal ``error``.
 
     Preconditions: ``session`` was loaded for the caller's tenant and principal
     (with ``session.tenant`` available); ``prompt`` is non-blank and within the
@@ -339,12 +349,18 @@ async def answer_stream(
         logger.error("chat retrieval failed in tenant %s: %s", tenant.slug, exc)
         yield _error("retrieval_unavailable")
         return
+    # The seed's first frame: the context, numbered as the model sees it (before any model output,
+    # so a client can resolve the streamed text's markers as they arrive).
+    context: CitationsData = {"session_id": session.public_id, "citations": [citation_of(hit) for hit in hits]}
+    if graph is not None:
+        context["graph_search"] = graph
+    yield {"event": "citations", "data": context}
     parts: list[str] = []
     finished: Finished | None = None
-    markers = CitationMarkers(len(hits))
     try:
         memory = await db_step(chat_memory, session=session, limit=settings.QUARRY_CHAT_MEMORY_TURNS, until=branch.parent_id)
-        messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt)
+        attached = {n for n, hit in enumerate(hits, start=1) if isinstance(hit, AttachedHit)}
+        messages = build_messages(template=template, hits=hits, memory=memory, prompt=prompt, attached=attached)
         # The offline model scores sentences with the similarities retrieval has just computed
         # instead of embedding them again (chat.llm.selection); a hosted model never sees them.
         # On MiniLM's scale whatever the tenant's model (ScoredHit.calibrated_similarity), as they were tuned.
@@ -356,10 +372,9 @@ async def answer_stream(
                 async for item in model_events:
                     if isinstance(item, TextDelta):
                         first_token = first_token or time.monotonic()
-                        text = markers.feed(item.text)
-                        if text:
-                            parts.append(text)
-                            yield {"event": "text_delta", "data": {"text": text}}
+                        if item.text:
+                            parts.append(item.text)
+                            yield {"event": "text_delta", "data": {"text": item.text}}
                     elif isinstance(item, ReasoningDelta):
                         yield {"event": "reasoning_delta", "data": {"text": item.text}}
                     elif isinstance(item, UsageReport):
@@ -388,18 +403,12 @@ async def answer_stream(
     if finished is None:  # pragma: no cover - stream_chat always ends with Finished or raises
         yield _error("model_unavailable")
         return
-    tail = markers.flush()
-    if tail:
-        parts.append(tail)
-        yield {"event": "text_delta", "data": {"text": tail}}
-    # Cited: the passages the answer's markers name, in order of first use (the markers were
-    # renumbered to match); the others were retrieved and given to the model but not used.
+    # The stored answer is renumbered in order of first use and cites only the passages its markers
+    # name, in that order; the others were given to the model but not used.
+    markers = CitationMarkers(len(hits))
+    text = markers.feed("".join(parts)) + markers.flush()
     citations = [citation_of(hits[n - 1]) for n in markers.used]
     also_retrieved = [citation_of(hit) for i, hit in enumerate(hits, start=1) if i not in markers.used]
-    citations_data: CitationsData = {"session_id": session.public_id, "citations": citations, "also_retrieved": also_retrieved}
-    if graph is not None:
-        citations_data["graph_search"] = graph
-    yield {"event": "citations", "data": citations_data}
 
     usage = cast(Usage, finished.usage.as_dict())
     settings_service = rag.tenant_service(tenant.slug)
@@ -410,7 +419,7 @@ async def answer_stream(
     used = retrieval_settings(service=settings_service, graph=bool(wants_graph), fusion=fusion, fusion_weight=fusion_weight)
     try:
         question, stored = await db_step(
-            chat_exchange_record, session=session, prompt=prompt, answer="".join(parts), citations=citations, usage=usage,
+            chat_exchange_record, session=session, prompt=prompt, answer=text, citations=citations, usage=usage,
             model=f"{finished.provider}/{finished.provider_model}", parent_id=branch.parent_id,
             question_id=branch.question_id, retrieval=used,
         )
@@ -420,9 +429,9 @@ async def answer_stream(
         return
     completed: CompletedData = {
         "id": finished.id, "model": finished.model, "provider": finished.provider, "provider_model": finished.provider_model,
-        "finish_reason": finished.finish_reason, "usage": usage, "retry_count": finished.retry_count,
-        "fallback_count": finished.fallback_count, "session_id": session.public_id, "citations": citations,
-        "also_retrieved": also_retrieved, "turn_id": stored.pk, "prompt_turn_id": question.pk,
+        "message": {"role": "assistant", "content": text}, "finish_reason": finished.finish_reason, "usage": usage,
+        "retry_count": finished.retry_count, "fallback_count": finished.fallback_count, "session_id": session.public_id,
+        "citations": citations, "also_retrieved": also_retrieved, "turn_id": stored.pk, "prompt_turn_id": question.pk,
     }
     if graph is not None:
         completed["graph_search"] = graph
@@ -441,23 +450,13 @@ async def answer(
     fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None, branch: Branch | None = None,
     sources: str = "all", identifier: str | None = None,
 ) -> ChatResponse:
-    """``answer_stream`` collected into the JSON response; raises ``ChatFailed`` on an ``error`` event."""
-    parts: list[str] = []
-    completed: CompletedData | None = None
+    """``answer_stream``'s ``completed`` event, the JSON response; raises ``ChatFailed`` on an ``error`` event."""
     async with aclosing(answer_stream(session=session, prompt=prompt, template=template, graph_search=graph_search,
                                       fusion=fusion, fusion_weight=fusion_weight, branch=branch, sources=sources,
                                       identifier=identifier)) as events:
         async for event in events:
-            if event["event"] == "text_delta":
-                parts.append(event["data"]["text"])
-            elif event["event"] == "completed":
-                completed = event["data"]
-            elif event["event"] == "error":
+            if event["event"] == "completed":
+                return event["data"]  # type: ignore[return-value]  # ChatResponse is exactly CompletedData
+            if event["event"] == "error":
                 raise ChatFailed(event["data"])
-    assert completed is not None
-    response: dict[str, Any] = {}
-    for key, value in completed.items():
-        response[key] = value
-        if key == "provider_model":  # where the API has always put the answer
-            response["message"] = {"role": "assistant", "content": "".join(parts)}
-    return response  # type: ignore[return-value]
+    raise AssertionError("answer_stream ends with completed or error")  # pragma: no cover

@@ -5,14 +5,16 @@ Templates live in ``chat/prompts/<name>.md`` and are chosen by name from
 ``{{passages}}`` placeholder becomes the retrieved chunks, numbered in
 retrieval order as ``<passage n="1" ...>`` blocks (the numbers are the citation
 markers); a passage the knowledge graph found says through which entities
-(``via="Hank Snow > Tennessee"``). Then come the remembered turns, oldest first, then the question.
+(``via="Hank Snow > Tennessee"``), and one from a file attached to the conversation says so
+(``source="attached file"``), so the answer does not credit the knowledge base with it. Then come
+the remembered turns, oldest first, then the question.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Literal, TypedDict
 
@@ -54,8 +56,9 @@ def _attribute(value: str) -> str:
     return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
-def render_passages(hits: Sequence[rag.RAGHit]) -> str:
-    """The numbered passage blocks. A chunk can neither close its block nor open a forged one."""
+def render_passages(hits: Sequence[rag.RAGHit], *, attached: Collection[int] = ()) -> str:
+    """The numbered passage blocks; ``attached``: the numbers of the passages from the conversation's
+    attached files. A chunk can neither close its block nor open a forged one."""
     if not hits:
         return NO_PASSAGES
     blocks = []
@@ -63,14 +66,18 @@ def render_passages(hits: Sequence[rag.RAGHit]) -> str:
         chunk = hit.chunk
         title = f' title="{_attribute(chunk.title)}"' if chunk.title else ""
         via = f' via="{_attribute(" > ".join(hit.graph_path))}"' if hit.graph_path else ""
+        source = ' source="attached file"' if number in attached else ""
         text = _PASSAGE_TAG.sub("&lt;", chunk.text)
-        blocks.append(f'<passage n="{number}" document="{_attribute(chunk.document_id)}"{title}{via}>\n{text}\n</passage>')
+        blocks.append(f'<passage n="{number}" document="{_attribute(chunk.document_id)}"{title}{via}{source}>\n{text}\n</passage>')
     return "\n\n".join(blocks)
 
 
-def build_messages(*, template: str, hits: Sequence[rag.RAGHit], memory: Sequence[MemoryTurn], prompt: str) -> list[Message]:
-    """System (template + passages), the remembered turns oldest first, then the user's prompt."""
-    system = template_text(template).replace(PLACEHOLDER, render_passages(hits))
+def build_messages(
+    *, template: str, hits: Sequence[rag.RAGHit], memory: Sequence[MemoryTurn], prompt: str, attached: Collection[int] = (),
+) -> list[Message]:
+    """System (template + passages), the remembered turns oldest first, then the user's prompt.
+    ``attached``: the numbers (from 1) of the hits that come from the conversation's attached files."""
+    system = template_text(template).replace(PLACEHOLDER, render_passages(hits, attached=attached))
     messages: list[Message] = [{"role": "system", "content": system}]
     messages.extend({"role": turn["role"], "content": turn["content"]} for turn in memory)
     messages.append({"role": "user", "content": prompt})

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import CharField, Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models import Value
-from django.db.models.functions import Coalesce, Greatest, Lower, StrIndex, Substr
+from django.db.models.functions import Cast, Coalesce, Concat, Greatest, Lower, StrIndex, Substr
 
 from accounts.models import Tenant
 from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn, TurnRole
@@ -26,17 +26,33 @@ def chat_sessions_of(*, tenant: Tenant, principal: str, kind: SessionKind | str 
     return ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal).of_kind(kind)
 
 
+def _session_id_shaped(session_id: Any) -> bool:
+    return isinstance(session_id, str) and session_id.startswith("session-") and len(session_id) <= 40
+
+
 def chat_session_find(
     *, tenant: Tenant, principal: str, session_id: Any, kind: SessionKind | str | None = None
 ) -> ChatSession | None:
     """The caller's session with this public id (of ``kind`` when given), its tenant loaded; None for
     anything else (malformed, unknown, another tenant's, another caller's)."""
-    if not isinstance(session_id, str) or not session_id.startswith("session-") or len(session_id) > 40:
+    if not _session_id_shaped(session_id):
         return None
     sessions = ChatSession.objects.owned_by(tenant_id=tenant.pk, principal=principal)
     if kind is not None:
         sessions = sessions.of_kind(kind)
     return sessions.select_related("tenant").filter(public_id=session_id).first()
+
+
+def chat_session_tenant_slug(*, session_id: Any) -> str | None:
+    """The slug of the tenant that holds the session with this public id (None: malformed or unknown).
+
+    For the shell, which may name a session without its tenant: session ids are unique across
+    tenants. Nothing is granted by it; the caller still resolves the tenant and finds the session
+    as its principal (``chat_session_find``).
+    """
+    if not _session_id_shaped(session_id):
+        return None
+    return ChatSession.objects.filter(public_id=session_id).values_list("tenant__slug", flat=True).first()
 
 
 def chat_memory(*, session: ChatSession, limit: int, until: int | None | object = ...) -> list[MemoryTurn]:
@@ -167,6 +183,36 @@ def _with_first_prompt(sessions: QuerySet[ChatSession]) -> QuerySet[ChatSession]
 
 
 MATCH_BEFORE_CHARS, MATCH_CHARS = 40, 140
+# The database cuts a wider window; ``match_snippet`` then trims it to whole words around the match.
+_WINDOW_MARGIN = 30
+
+
+def match_snippet(window: str, needle: str, *, starts_text: bool, ends_text: bool) -> str:
+    """The text around ``needle`` in ``window`` (a cut of a message: ``starts_text`` / ``ends_text`` say
+    whether it reaches the message's start / end), at most about ``MATCH_CHARS``, with at most about
+    ``MATCH_BEFORE_CHARS`` before the match. It starts and ends at word boundaries (a cut end says
+    "…") and holds every word the match touches whole, so a search for "uplo" shows "uploads"."""
+    flat = " ".join(window.split())
+    at = flat.lower().find(needle.lower())
+    if at < 0:  # the window lost the match (case folding changed its length): the window's words
+        at = 0
+    end = at + len(needle)
+    while at > 0 and not flat[at - 1].isspace():  # the first matched word, whole
+        at -= 1
+    while end < len(flat) and not flat[end].isspace():  # the last matched word, whole
+        end += 1
+    start = max(0, at - MATCH_BEFORE_CHARS)
+    cut_before = start > 0 or not starts_text
+    if cut_before:  # begin after a space: never mid-word
+        space = flat.find(" ", start, at)
+        start = space + 1 if space >= 0 else at
+    stop = min(len(flat), max(end, start + MATCH_CHARS))
+    cut_after = stop < len(flat) or not ends_text
+    if cut_after:  # end before a space: never mid-word
+        space = flat.rfind(" ", end, stop + 1)
+        stop = space if space >= 0 else end
+    return ("… " if cut_before else "") + flat[start:stop].strip() + (" …" if cut_after else "")
+
 SEARCH_MAX_CHARS = 200  # a sidebar search is a few words; a bound keeps the ILIKE pattern small
 
 
@@ -191,17 +237,22 @@ def chat_session_list(
     needle = " ".join(query.split())
     if not needle:
         return [session_summary(row) for row in rows.values("public_id", "kind", "title", "first_prompt", "updated_at")[:limit]]
-    # Where the words occur in the newest matching message: a window of text around them, cut in the database.
+    # Where the words occur in the newest matching message: a window of text around them, cut in the
+    # database ("<window start>:<window>", so the trim knows whether the window starts the message).
     at = StrIndex(Lower("content"), Value(needle.lower()))
+    start = Greatest(at - MATCH_BEFORE_CHARS - _WINDOW_MARGIN, 1)
+    size = MATCH_CHARS + 2 * _WINDOW_MARGIN + len(needle)
     excerpt = (
         Turn.objects.filter(session=OuterRef("pk"), content__icontains=needle).order_by("-id")
-        .annotate(excerpt=Substr("content", Greatest(at - MATCH_BEFORE_CHARS, 1), MATCH_CHARS)).values("excerpt")[:1]
+        .annotate(excerpt=Concat(Cast(start, CharField()), Value(":"), Substr("content", start, size), output_field=CharField()))
+        .values("excerpt")[:1]
     )
     found = []
     for row in rows.annotate(match=Subquery(excerpt)).values("public_id", "kind", "title", "first_prompt", "updated_at", "match")[:limit]:
         summary = session_summary(row)
         if row["match"]:
-            summary["match"] = " ".join(row["match"].split())
+            offset, window = row["match"].split(":", 1)
+            summary["match"] = match_snippet(window, needle, starts_text=offset == "1", ends_text=len(window) < size)
         found.append(summary)
     return found
 
@@ -276,6 +327,7 @@ class TranscriptTurn(TypedDict):
         "The ids of this turn's versions, oldest first, this one included: regenerated answers to one question, "
         "or the edited versions of one question. Select one to make its thread the conversation.")]]
     feedback: NotRequired[Annotated[TurnFeedback | None, Help("Answers: your feedback on it, if any.")]]
+    run_id: NotRequired[Annotated[str, Help("Agent sessions' answers: the run (feedback: /v1/agent/runs/{run_id}/feedback).")]]
     sources: NotRequired[list[dict[str, Any]]]  # agent answers: [{source, chunk_id}], what their [n] markers mean
     stop_reason: NotRequired[str]  # an agent run that did not answer: why (or "running")
 
@@ -327,7 +379,8 @@ def chat_turn_find(*, session: ChatSession, turn_id: Any, role: TurnRole | str |
 
 def _agent_transcript(*, session: ChatSession, limit: int) -> Transcript:
     runs = list(  # without their (large) saved messages
-        AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).defer("messages", "steps").order_by("id")
+        AgentRun.objects.filter(tenant_id=session.tenant_id, session=session).defer("messages", "steps")
+        .select_related("feedback").order_by("id")
     )
     shown = runs[-(limit // 2):] if limit >= 2 else []
     turns: list[TranscriptTurn] = []
@@ -341,6 +394,10 @@ def _agent_transcript(*, session: ChatSession, limit: int) -> Transcript:
         }
         if not run.answer:
             answer["stop_reason"] = run.stop_reason or run.status
+        else:
+            rated = getattr(run, "feedback", None)
+            answer["run_id"] = run.public_id
+            answer["feedback"] = {"rating": rated.rating, "comment": rated.comment} if rated is not None else None
         turns.append(answer)
     title = chat_session_summary(session=session)["title"]
     return {"session_id": session.public_id, "kind": session.kind, "title": title, "truncated": len(shown) < len(runs), "turns": turns}

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Tenant
 from chat.files.services import session_files_drop
-from chat.models import ChatSession, Feedback, FeedbackRating, SessionKind, Turn, TurnRole
+from chat.models import AgentRun, ChatSession, Feedback, FeedbackRating, SessionKind, Turn, TurnRole
 
 
 def chat_session_create(*, tenant: Tenant, principal: str, kind: SessionKind | str = SessionKind.CHAT) -> ChatSession:
@@ -93,20 +93,38 @@ def chat_feedback_give(
     answers), so the judgement keeps its context. Preconditions: ``answer`` is an assistant turn of
     ``session``, both loaded for the caller; ``comment`` is at most ``FEEDBACK_COMMENT_MAX_CHARS``.
     """
+    return _feedback_save(session=session, target={"turn": answer}, rating=rating, comment=comment, question=question,
+                          answer=answer.content, citations=answer.citations, retrieval=answer.retrieval, model=answer.model)
+
+
+def agent_feedback_give(*, session: ChatSession, run: AgentRun, rating: FeedbackRating | str, comment: str) -> Feedback:
+    """``chat_feedback_give`` for an agent run's answer (its prompt is the question). Preconditions:
+    ``run`` is a run of ``session``, both loaded for the caller, and it answered."""
+    return _feedback_save(session=session, target={"run": run}, rating=rating, comment=comment, question=run.prompt,
+                          answer=run.answer, citations=run.citations, retrieval={"mode": "agent", "max_steps": run.max_steps},
+                          model=run.model)
+
+
+def _feedback_save(
+    *, session: ChatSession, target: dict[str, Any], rating: FeedbackRating | str, comment: str, question: str, answer: str,
+    citations: Any, retrieval: Any, model: str,
+) -> Feedback:
     feedback, _ = Feedback.objects.update_or_create(
-        turn=answer,
+        **target,
         defaults={
             "tenant_id": session.tenant_id, "session": session, "principal": session.principal, "rating": rating,
-            "comment": comment, "question": question, "answer": answer.content, "citations": list(answer.citations or []),
-            "retrieval": dict(answer.retrieval or {}), "model": answer.model,
+            "comment": comment, "question": question, "answer": answer, "citations": list(citations or []),
+            "retrieval": dict(retrieval or {}), "model": model,
         },
     )
     return feedback
 
 
-def chat_feedback_remove(*, session: ChatSession, answer: Turn) -> bool:
-    """Withdraw the feedback on ``answer``; False when there was none. Precondition as ``chat_feedback_give``."""
-    deleted, _ = Feedback.objects.filter(tenant_id=session.tenant_id, session=session, turn=answer).delete()
+def chat_feedback_remove(*, session: ChatSession, answer: Turn | AgentRun) -> bool:
+    """Withdraw the feedback on ``answer`` (a chat answer's turn or an agent run); False when there was none.
+    Precondition as ``chat_feedback_give``."""
+    target = {"run": answer} if isinstance(answer, AgentRun) else {"turn": answer}
+    deleted, _ = Feedback.objects.filter(tenant_id=session.tenant_id, session=session, **target).delete()
     return deleted > 0
 
 

@@ -56,6 +56,7 @@ api_v1 = [
     path("agent/completions", agent_api.agent_completions, name="agent-completions"),
     path("agent/runs/<str:run_id>", conversations_api.AgentRunDetailApi.as_view(), name="agent-run-detail"),
     path("agent/runs/<str:run_id>/resume", agent_api.agent_run_resume, name="agent-run-resume"),
+    path("agent/runs/<str:run_id>/feedback", actions_api.AgentFeedbackApi.as_view(), name="agent-run-feedback"),
     path("documents", knowledge_api.DocumentListApi.as_view(), name="documents"),
     # Before the detail route: document ids may contain "/", so "upload" is reserved here.
     path("documents/upload", knowledge_api.DocumentUploadApi.as_view(), name="documents-upload"),

@@ -29,11 +29,10 @@ from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
 from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts, tenant_choices
-from accounts.models import Role, Tenant
-from accounts.selectors import tenants_for_user
+from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import (
-    AuditEvent, ConversationFile, CorpusStat, Document, DocumentStatus, EmbeddingMigration, EmbeddingMigrationStatus, Entity, IndexRebuild,
+    AuditEvent, CorpusStat, Document, DocumentStatus, EmbeddingMigration, EmbeddingMigrationStatus, Entity, IndexRebuild,
     SearchLanguage,
 )
 from knowledge.services.documents import (
@@ -605,52 +604,3 @@ class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
             '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th>'
             "<th>Chunks</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>", body,
         )
-
-
-
-# --- Files attached to conversations (chat.files): existence and size, never their text --------------
-
-
-@admin.register(ConversationFile)
-class ConversationFileAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    """The files readers attached to their conversations, for the admins of their tenant (superusers: all).
-
-    Their passages are the conversation owner's alone: this list shows that they exist, their size,
-    state and passage count, never their text, and nothing links to a page that would.
-    """
-
-    list_display = ["source_name", "conversation_tenant", "status", "size", "chunk_count", "created_at"]
-    list_display_links = None
-    list_select_related = ["tenant__private_to"]
-    list_per_page = 100
-    show_full_result_count = False
-    ordering = ["-created_at", "-id"]
-
-    def _tenants(self, request: HttpRequest) -> list[Tenant] | None:
-        """Tenants whose conversations' files the user may see listed (None: every tenant, a superuser)."""
-        user = request.user
-        if not (user.is_active and user.is_staff):
-            return []
-        return None if user.is_superuser else tenants_for_user(user=user, min_role=Role.ADMIN)  # type: ignore[arg-type]
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        tenants = self._tenants(request)
-        return tenants is None or bool(tenants)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return obj is None and self.has_module_permission(request)  # the list only: no page per file
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset = super().get_queryset(request).filter(tenant__private_to__isnull=False).only(
-            "source_name", "status", "source_size", "chunk_count", "created_at", "tenant__private_to__slug",
-        )
-        tenants = self._tenants(request)
-        return queryset if tenants is None else queryset.filter(tenant__private_to__in=tenants)
-
-    @admin.display(description="Tenant")
-    def conversation_tenant(self, obj: ConversationFile) -> str:
-        return obj.tenant.private_to.slug if obj.tenant.private_to else ""
-
-    @admin.display(description="Size", ordering="source_size")
-    def size(self, obj: ConversationFile) -> str:
-        return limits.describe_bytes(obj.source_size)

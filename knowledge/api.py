@@ -32,7 +32,7 @@ from config.serializers import (
     TenantField,
 )
 from knowledge import rag
-from knowledge.models import Document, DocumentStatus
+from knowledge.models import API_STATUSES, CANCELLED_PHASES, Document
 from knowledge.rag import limits
 from knowledge.rag.types import MAX_FUSION_WEIGHT
 from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, document_list, graph_picture
@@ -380,13 +380,24 @@ class ChunkFetchApi(APIView):
 # --- Documents: synchronous ingest, background uploads, status, delete -----------------------------
 
 
+class CancelledSerializer(serializers.Serializer):
+    phase = serializers.ChoiceField(choices=CANCELLED_PHASES, allow_null=True, help_text=(
+        "Where the work was when it was cancelled: queued, processing (claimed, not yet extracting), extracting, "
+        "embedding or indexing; null for a document cancelled before Quarry kept the phase."))
+
+
 class DocumentSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="The id the caller chose.")
     title = serializers.CharField(allow_blank=True)
     uri = serializers.CharField(allow_blank=True)
-    status = serializers.ChoiceField(choices=DocumentStatus.choices)
+    status = serializers.ChoiceField(choices=API_STATUSES, help_text=(
+        "queued, processing, ready, failed (see error), or cancelled (an editor cancelled the latest request; "
+        "see cancelled.phase). The chunks of the last version that landed stay searchable whatever the status."))
     progress = serializers.FloatField(help_text="0..1 while processing; 1 when ready.")
     error = serializers.CharField(allow_blank=True, help_text="Why the latest request failed, as a sentence naming the file; empty otherwise.")
+    cancelled = CancelledSerializer(allow_null=True, help_text=(
+        "Set when the latest request was cancelled (admin action; status `cancelled`), with the phase it was in. "
+        "Null otherwise."))
     chunk_count = serializers.IntegerField(help_text="Chunks currently searchable (the last version that landed).")
     metadata = MetadataField()
     updated_at = serializers.DateTimeField()
@@ -394,9 +405,10 @@ class DocumentSerializer(serializers.Serializer):
 
 def document_json(document: Document) -> dict[str, Any]:
     return {
-        "id": document.external_id, "title": document.title, "uri": document.uri, "status": document.status,
-        "progress": document.progress, "error": document.error, "chunk_count": document.chunk_count,
-        "metadata": document.metadata, "updated_at": document.updated_at,
+        "id": document.external_id, "title": document.title, "uri": document.uri, "status": document.api_status,
+        "progress": document.progress, "error": document.error,
+        "cancelled": {"phase": document.phase or None} if document.cancelled else None,
+        "chunk_count": document.chunk_count, "metadata": document.metadata, "updated_at": document.updated_at,
     }
 
 
@@ -450,7 +462,7 @@ class DocumentIngestOutputSerializer(serializers.Serializer):
 class DocumentListQuerySerializer(ClosedSerializer):
     """The list's query string (any other parameter is refused)."""
 
-    status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
+    status = serializers.ChoiceField(choices=API_STATUSES, required=False)
     limit = serializers.IntegerField(min_value=1, max_value=100, default=50)
     offset = serializers.IntegerField(min_value=0, max_value=MAX_OFFSET, default=0)
     tenant = TenantField()

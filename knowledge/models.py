@@ -97,12 +97,34 @@ def live_lease() -> Q:
     return Q(status=DocumentStatus.PROCESSING, lease_expires_at__gt=Now()) & ~Q(lease_id="")
 
 
+# Where a cancelled document's work stopped, kept in its ``phase`` (the REST API's ``cancelled.phase``).
+CANCELLED_PHASES = ("queued", "processing", "extracting", "embedding", "indexing")
+# What the REST API and MCP report: the stored status, except that a cancelled request (stored as
+# failed, with ``cancelled`` set) is its own status, as the admin shows it (``Document.api_status``).
+API_STATUSES = ("queued", "processing", "ready", "failed", "cancelled")
+
+
+def _cancelled_phase() -> Case:
+    return Case(
+        When(status=DocumentStatus.QUEUED, then=Value("queued")),
+        When(phase="", then=Value("processing")),  # claimed, not yet extracting
+        default=F("phase"),
+    )
+
+
 class DocumentQuerySet(models.QuerySet["Document"]):
     """Reads, and the pipeline's state transitions as conditional UPDATEs (``knowledge.services.state``
     decides when each runs; every one of them changes only the rows it still applies to)."""
 
     def for_tenant(self, tenant_id: int) -> DocumentQuerySet:
         return self.filter(tenant_id=tenant_id)
+
+    def in_api_status(self, status: str) -> DocumentQuerySet:
+        """Documents whose ``api_status`` is ``status`` (one of ``API_STATUSES``; failed excludes cancelled)."""
+        if status == "cancelled":
+            return self.filter(cancelled=True)
+        found = self.filter(status=DocumentStatus(status))
+        return found.filter(cancelled=False) if status == DocumentStatus.FAILED else found
 
     def with_live_lease(self) -> DocumentQuerySet:
         return self.filter(live_lease())
@@ -149,9 +171,12 @@ class DocumentQuerySet(models.QuerySet["Document"]):
 
     def mark_failed(self, *, actor: str, error: str, bump: bool, cancelled: bool = False) -> int:
         """Fail the latest request at once (a worker on it loses its lease and writes nothing).
-        ``bump``: this is itself a new request (an upload refused at once), not the end of one."""
+        ``bump``: this is itself a new request (an upload refused at once), not the end of one.
+        ``cancelled``: an editor cancelled it; ``phase`` then keeps where the work was stopped
+        (``CANCELLED_PHASES``: queued, a worker's phase, or processing before its first phase)."""
         return self.update(
-            status=DocumentStatus.FAILED, error=error, progress=0.0, phase="", eta_at=None, lease_id="", lease_expires_at=None, cancelled=cancelled,
+            status=DocumentStatus.FAILED, error=error, progress=0.0, phase=_cancelled_phase() if cancelled else Value(""),
+            eta_at=None, lease_id="", lease_expires_at=None, cancelled=cancelled,
             cancel_requested=False, finished_at=Now(), updated_at=Now(), requested_by=actor[:200],
             **({"generation": F("generation") + 1, "attempts": 0, "queued_at": Now()} if bump else {}),
         )
@@ -223,6 +248,11 @@ class Document(models.Model):
     cancelled = models.BooleanField(default=False, db_default=False)
 
     objects = DocumentQuerySet.as_manager()
+
+    @property
+    def api_status(self) -> str:
+        """The status the REST API and MCP report (``API_STATUSES``): ``cancelled`` for a cancelled request."""
+        return "cancelled" if self.cancelled else self.status
 
     class Meta:
         constraints = [

@@ -18,10 +18,9 @@ from knowledge.models import Chunk, CorpusStat, Document, DocumentStatus, Entity
 
 
 def document_list(*, tenant: Tenant, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
+    """``tenant``'s documents, newest first; ``status``: one of ``API_STATUSES`` (failed excludes cancelled)."""
     documents = Document.objects.for_tenant(tenant.pk).order_by("-updated_at", "-id")
-    if status:
-        documents = documents.filter(status=DocumentStatus(status))
-    return documents
+    return documents.in_api_status(status) if status else documents
 
 
 def document_get(*, tenant: Tenant, external_id: str) -> Document | None:

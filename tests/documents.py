@@ -111,6 +111,28 @@ def make_pptx(*, title: str | None = None) -> bytes:
     return out.getvalue()
 
 
+def make_deck(slides: list[tuple[str, str]]) -> bytes:
+    """A real .pptx (python-pptx) of title-and-content slides: ``(title, body)`` each."""
+    from pptx import Presentation
+
+    deck = Presentation()
+    for title, body in slides:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text_frame.text = body
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+FOUR_SLIDES = [
+    ("Quarry safety", "Helmets at all times on the benches."),
+    ("Blasting", "Blasting happens on Tuesdays at noon, after the siren."),
+    ("Output by pit", "The north pit produced 1,204 tonnes in March."),
+    ("Contacts", "The gate office answers on extension 214."),
+]
+
+
 def make_xlsx(*, rows: int = 120, title: str | None = None) -> bytes:
     import datetime as dt
 

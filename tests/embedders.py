@@ -11,6 +11,9 @@ import hashlib
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
+
+from knowledge.rag import LocalEmbedder
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -79,3 +82,16 @@ class BrokenEmbedder(BagOfWordsEmbedder):
         if self.fault == "zero":
             vectors[0] = [0.0] * self.dimension
         return vectors
+
+
+class RecordingLocalEmbedder(LocalEmbedder):
+    """The real local model (all-MiniLM-L6-v2), recording each call's texts: for tests about which
+    texts get embedded, where the model's calibration (its relevance floor) must be the real one."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        self.calls.append(list(texts))
+        return await super().embed(texts, kind=kind)

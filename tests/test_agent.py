@@ -243,21 +243,20 @@ def test_tool_failures_are_ok_false_results_not_errors(model_world: World, fake:
     response = ask(model_world, model_world.teammate, session_id=session_id, prompt=UPLOAD_QUESTION)
     assert response.status_code == 200, response.content
     body = response.json()
-    assert [c["ok"] for c in body["tool_calls"]] == [False] * 6 + [True]
+    assert [c["ok"] for c in body["tool_calls"]] == [False] * 7
     assert body["citations"] == [] and body["stop_reason"] == "completed"
     errors = [r.get("error", "") for r in tool_results(sent(fake)[1])]
-    assert errors[0] == "limit: must be at least 1"
+    assert errors[0] == "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 0"
     assert errors[1].startswith("filters.lang: nested values are not allowed")
     assert "is not a valid chunk id" in errors[2]
     assert "not a JSON object" in errors[3]
     assert "no tool called 'delete_documents'" in errors[4] and "graph" not in errors[4]
     assert errors[5] == "unexpected argument(s) colour; this tool takes query, limit, filters"
-    capped = tool_results(sent(fake)[1])[6]
-    assert capped["note"] == "limit capped at 10" and capped["results"][0]["chunk_id"] == "guide:0"
+    assert errors[6] == "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 500"  # refused, not capped
     run = run_of(body)
     assert run.steps[0]["calls"][3]["arguments"] == '{"query": "upl'  # kept as the model wrote it
     assert json.loads(sent(fake)[1]["messages"][2]["tool_calls"][3]["function"]["arguments"]) == {}
-    assert run.steps[0]["calls"][0]["error"] == "limit: must be at least 1"
+    assert run.steps[0]["calls"][0]["error"] == "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 0"
 
 
 GRAPH_TOOLS = ["graph_triplet_search", "graph_neighbors"]

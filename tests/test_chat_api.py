@@ -412,3 +412,16 @@ def test_openapi_documents_both_endpoints(db: None) -> None:
     completions = paths["/v1/chat/completions"]["post"]
     assert set(completions["responses"]["200"]["content"]) == {"application/json", "text/event-stream"}
     assert "graph" in completions["description"]
+
+
+def test_the_schema_describes_the_streams_frames_as_sent(db: None) -> None:
+    """OpenAPI's x-sse-events: the first frame lists the context, without also_retrieved; completed is the
+    JSON response, message included (the answer as stored)."""
+    schema = Client().get("/v1/schema", {"format": "json"}).json()
+    stream = schema["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    events = stream["x-sse-events"]
+    assert set(events) == {"citations", "text_delta", "reasoning_delta", "usage", "completed", "error"}
+    assert set(events["citations"]["properties"]) == {"session_id", "citations", "graph_search"}
+    assert "given to the model as context" in events["citations"]["properties"]["citations"]["description"]
+    assert {"message", "citations", "also_retrieved"} <= set(events["completed"]["properties"])
+    assert "one `citations`" in schema["paths"]["/v1/chat/completions"]["post"]["description"].split("then the model's")[0]

@@ -123,6 +123,22 @@ def test_the_answer_cites_the_attached_file_and_the_request_can_narrow_to_it(att
     assert [c["document_id"] for c in narrowed["citations"]] == [file_id]
 
 
+def test_an_answer_from_attached_files_says_so_and_keeps_each_stores_own_scores(attached: tuple[World, str, str]) -> None:
+    """Merging the stores orders passages by RRF, but a citation's score is the one its own store's search
+    gave it: the scale of an answer from the knowledge base alone (not a merged 1/61 = 0.0164)."""
+    w, session_id, file_id = attached
+    body = complete(w, w.teammate, session_id=session_id, prompt=QUESTION).json()
+    assert body["message"]["content"].startswith("From the attached files:\n\n")
+    alone = complete(w, w.teammate, session_id=session_id, sources="files", prompt=QUESTION).json()
+    assert body["citations"][0]["score"] == alone["citations"][0]["score"] > 0.1
+    both = "How do editors upload files? And the Zanzibar protocol?"
+    mixed = complete(w, w.teammate, session_id=session_id, prompt=both).json()
+    kb = complete(w, w.teammate, session_id=session_id, sources="knowledge", prompt=both).json()
+    scores = {c["chunk_id"]: c["score"] for c in mixed["citations"] + mixed["also_retrieved"]}
+    assert scores["guide:0"] == {c["chunk_id"]: c["score"] for c in kb["citations"] + kb["also_retrieved"]}["guide:0"]
+    assert not kb["message"]["content"].startswith("From the attached files")
+
+
 def test_identifier_must_name_a_file_of_this_conversation(attached: tuple[World, str, str]) -> None:
     w, session_id, file_id = attached
     other = new_session(w, w.teammate)
@@ -164,6 +180,16 @@ def test_too_many_files_is_a_400_naming_the_bound(files_world: World, settings: 
     assert response.status_code == 400
     assert "QUARRY_CHAT_FILES_MAX_FILES" in response.json()["detail"]
     assert Document.objects.filter(tenant=store_of(session_id)).count() == 1
+
+
+def test_more_files_in_one_upload_than_a_conversation_holds_is_a_400_naming_the_setting(files_world: World) -> None:
+    w = files_world
+    session_id = new_session(w, w.teammate)
+    response = upload(w, w.teammate, session_id, *[(f"f{n}.txt", b"a file", "text/plain") for n in range(11)])
+    assert response.status_code == 400
+    message = "A conversation holds at most 10 files (QUARRY_CHAT_FILES_MAX_FILES); this upload has more. Nothing was stored."
+    assert response.json()["fields"] == {"files": [message]}
+    assert not SessionFiles.objects.exists() and not Document.objects.filter(source_name="f0.txt").exists()
 
 
 def test_bytes_over_the_conversation_bound_are_refused_and_nothing_is_stored(files_world: World, settings: Any) -> None:
@@ -312,7 +338,7 @@ def test_mcp_tools_never_return_the_passages(attached: tuple[World, str, str], w
     tenant = w.globex if who == "outsider" else w.acme
     ctx = TenantContext(tenant=tenant, role=Role.ADMIN, user=user)
     for tool in ("hybrid_search", "keyword_search", "vector_search"):
-        found = async_to_sync(call_tool)(ctx, tool, {"query": QUESTION, "limit": 20})
+        found = async_to_sync(call_tool)(ctx, tool, {"query": QUESTION, "limit": 10})
         assert "Zanzibar" not in str(found) and file_id not in str(found), tool
     fetched = async_to_sync(call_tool)(ctx, "fetch_chunks", {"ids": [f"{file_id}:0"]})
     assert "Zanzibar" not in str(fetched)

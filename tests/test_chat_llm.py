@@ -190,6 +190,26 @@ def test_cli_json_prints_the_http_envelope_and_continues_a_session(world: World)
     assert "BM25" in out.getvalue() and "Sources:\n  [1] modes:0" in out.getvalue()
     assert Turn.objects.filter(session=session).count() == 4
 
+    # The session alone names its tenant (session ids are unique), as the README's command shows.
+    out = io.StringIO()
+    call_command("chat", "How do editors upload files?", "--session", body["session_id"], "--json", stdout=out)
+    assert json.loads(out.getvalue())["session_id"] == body["session_id"]
+    assert Turn.objects.filter(session=session).count() == 6
+
+
+def test_cli_session_and_tenant_must_agree(world: World) -> None:
+    index_world(world)
+    out = io.StringIO()
+    call_command("chat", UPLOAD_QUESTION, "--tenant", "acme", "--json", stdout=out)
+    session_id = json.loads(out.getvalue())["session_id"]
+    with pytest.raises(CommandError, match=f"Session '{session_id}' is in tenant acme, not {world.globex.slug}; leave out --tenant"):
+        call_command("chat", "hi", "--tenant", world.globex.slug, "--session", session_id)
+    with pytest.raises(CommandError, match="No session 'session-x'; session ids look like session-"):
+        call_command("chat", "hi", "--session", "session-x")
+    with pytest.raises(CommandError, match=r"Name the tenant to start a session in \(--tenant SLUG\)"):
+        call_command("chat", "hi")
+    assert Turn.objects.count() == 2
+
 
 def test_cli_refuses_unknown_tenants_sessions_and_users(world: World) -> None:
     with pytest.raises(CommandError, match="tenant 'nowhere' does not exist"):
@@ -215,7 +235,7 @@ def test_cli_reports_a_model_failure(world: World, tmp_path: Path, settings: Any
 
 
 def test_stream_events_come_from_one_generator(world: World) -> None:
-    """What the SSE view and the WebSocket consumer forward: deltas, usage, citations (what was cited), completed."""
+    """What the SSE view and the WebSocket consumer forward: citations (the context), deltas, usage, completed."""
     from contextlib import aclosing
 
     from chat.pipeline import answer_stream
@@ -229,12 +249,13 @@ def test_stream_events_come_from_one_generator(world: World) -> None:
             return [event["event"] async for event in events]
 
     names = async_to_sync(collect)()
-    assert names[-3:] == ["usage", "citations", "completed"]
-    assert set(names[:-3]) == {"text_delta"} and len(names) > 10
+    assert names[0] == "citations" and names[-2:] == ["usage", "completed"]
+    assert set(names[1:-2]) == {"text_delta"} and len(names) > 10
 
 
-def test_the_citations_event_holds_only_the_passages_the_answer_used(world: World) -> None:
-    """The offline model quotes the search-modes passage: only it is cited; whatever else was retrieved is also_retrieved."""
+def test_completed_cites_only_the_passages_the_answer_used(world: World) -> None:
+    """The offline model quotes the search-modes passage: the first event lists the whole context, as the
+    model saw it; completed cites only the quoted passage, renumbered [1], and the rest is also_retrieved."""
     from contextlib import aclosing
 
     from chat.pipeline import answer_stream
@@ -248,35 +269,37 @@ def test_the_citations_event_holds_only_the_passages_the_answer_used(world: Worl
             return [event async for event in events]
 
     events = async_to_sync(collect)()
-    text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
-    [citations] = [e["data"] for e in events if e["event"] == "citations"]
-    assert "BM25" in text and "[1]" in text and "[2]" not in text
-    assert [c["chunk_id"] for c in citations["citations"]] == ["modes:0"]  # numbered by use: [1] is the modes passage
-    assert "modes:0" not in [c["chunk_id"] for c in citations["also_retrieved"]]
-    assert events[-1]["data"]["citations"] == citations["citations"]
-    assert Turn.objects.filter(session=session, role="assistant").get().citations == citations["citations"]
+    [context] = [e["data"]["citations"] for e in events if e["event"] == "citations"]
+    completed = events[-1]["data"]
+    modes = [c["chunk_id"] for c in context].index("modes:0") + 1  # its number in the prompt
+    streamed = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
+    assert "BM25" in streamed and f"[{modes}]" in streamed
+    assert "BM25" in completed["message"]["content"] and "[1]" in completed["message"]["content"]
+    assert "[2]" not in completed["message"]["content"]
+    assert [c["chunk_id"] for c in completed["citations"]] == ["modes:0"]  # numbered by use: [1] is the modes passage
+    assert completed["also_retrieved"] == [c for c in context if c["chunk_id"] != "modes:0"]
+    stored = Turn.objects.filter(session=session, role="assistant").get()
+    assert (stored.content, stored.citations) == (completed["message"]["content"], completed["citations"])
 
 
 def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_embeds_nothing(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, settings: Any
 ) -> None:
-    """Retrieval compared every hit's stored vector with the question's; the offline model reuses that."""
+    """Retrieval compared every hit's stored vector with the question's; the offline model reuses that
+    instead of embedding the passages' sentences again. The configured embedder is the local model
+    recording its calls, and the offline model's sentence embedder is that one: every embed call of
+    the answer is seen."""
     from contextlib import aclosing
 
-    from chat.llm import offline
     from chat.llm.selection import current_similarities
     from chat.pipeline import answer_stream
     from chat.services import chat_session_create
 
+    settings.QUARRY_EMBEDDER = {"CLASS": "tests.embedders.RecordingLocalEmbedder", "OPTIONS": {}}
+    embedder = rag.default_embedder()
     index_world(world)
     session = chat_session_create(tenant=world.acme, principal="user:1")
-    embedded: list[list[str]] = []
-
-    async def recording(texts: list[str]) -> list[list[float]] | None:
-        embedded.append(texts)
-        return None
-
-    monkeypatch.setattr(offline, "_embed", recording)
+    embedder.calls.clear()
 
     async def collect() -> list[Any]:
         async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
@@ -285,7 +308,8 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     events = async_to_sync(collect)()
     text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
     assert "Editors upload files in the admin." in text
-    assert embedded == []
+    embedded = [t for call in embedder.calls for t in call]
+    assert embedded == [UPLOAD_QUESTION]  # retrieval's query alone: no passage sentence (titled "Uploading. Editors...")
     assert current_similarities() is None  # the pipeline's context ends with its model call
 
 

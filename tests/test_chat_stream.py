@@ -120,23 +120,23 @@ def test_stream_sends_the_exact_event_sequence(world: World, base: str, fake: Fa
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
     assert response.headers["cache-control"] == "no-store"
     names = [name for name, _ in events]
-    # The citations come after the text: they are the passages the answer cited.
-    assert names == ["reasoning_delta"] + ["text_delta"] * 8 + ["usage", "citations", "completed"]
-    citations = events[-2][1]
-    assert citations["session_id"] == session_id
-    assert [(c["document_id"], c["chunk_id"]) for c in citations["citations"]] == [("guide", "guide:0")]
-    assert "guide:0" not in [c["chunk_id"] for c in citations["also_retrieved"]]
-    assert events[0][1] == {"text": "Passage 1 covers uploads."}
+    # HarborRAG's order: the context first, then the model's frames, then completed.
+    assert names == ["citations", "reasoning_delta"] + ["text_delta"] * 8 + ["usage", "completed"]
+    context = events[0][1]
+    assert set(context) == {"session_id", "citations"} and context["session_id"] == session_id
+    assert [c["chunk_id"] for c in context["citations"]][0] == "guide:0"  # passage 1, as the model saw it
+    assert events[1][1] == {"text": "Passage 1 covers uploads."}
     text = "".join(data["text"] for name, data in events if name == "text_delta")
     assert text == "Editors upload in the admin, says koala-6620 [1]."
-    usage, completed = events[-3][1], events[-1][1]
+    usage, completed = events[-2][1], events[-1][1]
     assert usage["completion_tokens"] == 8 and usage["total_tokens"] == usage["prompt_tokens"] + 8
-    assert set(completed) == {"id", "model", "provider", "provider_model", "finish_reason", "usage", "retry_count",
+    assert set(completed) == {"id", "model", "provider", "provider_model", "message", "finish_reason", "usage", "retry_count",
                               "fallback_count", "session_id", "citations", "also_retrieved", "turn_id", "prompt_turn_id"}
+    assert completed["message"] == {"role": "assistant", "content": text}
     assert Turn.objects.get(pk=completed["turn_id"]).parent_id == completed["prompt_turn_id"]
     assert (completed["model"], completed["provider"], completed["provider_model"]) == ("chat", "openai", "answer")
-    assert completed["usage"] == usage and completed["citations"] == citations["citations"]
-    assert completed["also_retrieved"] == citations["also_retrieved"]
+    assert completed["usage"] == usage and completed["citations"] == context["citations"][:1]
+    assert completed["also_retrieved"] == context["citations"][1:]
     assert (completed["retry_count"], completed["fallback_count"], completed["finish_reason"]) == (0, 0, "stop")
     assert turns_of(session_id) == [("user", f"{UPLOAD_QUESTION} (kiwi-2207)"), ("assistant", text)]
 
@@ -144,6 +144,25 @@ def test_stream_sends_the_exact_event_sequence(world: World, base: str, fake: Fa
     assert "chat answered in tenant acme" in log
     for marker in ("kiwi-2207", "koala-6620", "Passage 1 covers uploads", "Editors upload files in the admin"):
         assert marker not in log
+
+
+def test_the_context_comes_first_and_completed_renumbers_what_the_answer_cites(world: World, base: str, fake: FakeOpenAI) -> None:
+    """The stream's text keeps the model's numbers (the first event's); the stored answer, ``message``
+    and ``citations`` of ``completed`` are renumbered by first use, the rest is ``also_retrieved``."""
+    index_world(world)
+    headers = auth(world, world.teammate)
+    session_id = start_session(base, headers)
+    fake.chat_reply = "Search compares embeddings [2]. Uploads happen in the admin [1][2]."
+    _, events = stream(base, headers, session_id=session_id, prompt="How do editors upload files, and how does keyword search rank?")
+    assert events[0][0] == "citations" and [name for name, _ in events][-1] == "completed"
+    context = events[0][1]["citations"]
+    assert len(context) >= 2
+    streamed = "".join(data["text"] for name, data in events if name == "text_delta")
+    assert streamed == "Search compares embeddings [2]. Uploads happen in the admin [1][2]."
+    completed = events[-1][1]
+    assert completed["message"]["content"] == "Search compares embeddings [1]. Uploads happen in the admin [2][1]."
+    assert completed["citations"] == [context[1], context[0]] and completed["also_retrieved"] == context[2:]
+    assert turns_of(session_id)[-1] == ("assistant", completed["message"]["content"])
 
 
 def test_a_model_that_fails_is_one_terminal_error_frame(world: World, base: str, fake: FakeOpenAI, catalog: Path) -> None:
@@ -154,6 +173,7 @@ def test_a_model_that_fails_is_one_terminal_error_frame(world: World, base: str,
     response, events = stream(base, headers, session_id=session_id, prompt="anything at all")
     assert response.status_code == 200
     assert events == [
+        ("citations", {"session_id": session_id, "citations": []}),  # nothing indexed: an empty context
         ("error", {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly."}),
     ]
     assert turns_of(session_id) == []
@@ -166,7 +186,7 @@ def test_a_stream_that_breaks_midway_ends_with_an_error_frame(world: World, base
     headers = auth(world, world.teammate)
     session_id = start_session(base, headers)
     _, events = stream(base, headers, session_id=session_id, prompt="anything at all")
-    assert [name for name, _ in events] == ["text_delta", "text_delta", "text_delta", "error"]
+    assert [name for name, _ in events] == ["citations", "text_delta", "text_delta", "text_delta", "error"]
     assert events[-1][1]["error"] == "model_unavailable"
     assert turns_of(session_id) == []
 
@@ -207,14 +227,15 @@ def test_offline_model_end_to_end(world: World, base: str, catalog: Path) -> Non
     session_id = start_session(base, headers)
     _, events = stream(base, headers, session_id=session_id, prompt=UPLOAD_QUESTION)
     names = [name for name, _ in events]
-    assert names[-3:] == ["usage", "citations", "completed"]
+    assert names[0] == "citations" and names[-2:] == ["usage", "completed"] and names.count("citations") == 1
     deltas = [data["text"] for name, data in events if name == "text_delta"]
     assert len(deltas) > 10  # small deltas, like a hosted model
     text = "".join(deltas)
     assert text.startswith("From the knowledge base:\n\n- \u201cEditors upload files in the admin.\u201d [1]")
     # Only the passage it quoted is cited; the search-modes passage (if retrieved) is only "also retrieved".
     completed = events[-1][1]
-    assert [c["chunk_id"] for c in completed["citations"]] == ["guide:0"] == [c["chunk_id"] for c in events[-2][1]["citations"]]
+    assert [c["chunk_id"] for c in completed["citations"]] == ["guide:0"]
+    assert "guide:0" in [c["chunk_id"] for c in events[0][1]["citations"]]
     assert "guide:0" not in [c["chunk_id"] for c in completed["also_retrieved"]]
     assert (completed["provider"], completed["provider_model"], completed["model"]) == ("quarry", "offline-extractive", "chat")
     assert completed["usage"]["completion_tokens"] > 0

@@ -158,18 +158,20 @@ async def test_ask_streams_the_exact_event_sequence_then_history_restores_it(cha
     await communicator.send_json_to({"type": "ask", "request_id": "q1", "prompt": UPLOAD_QUESTION, "mode": "chat",
                                      "session_id": None, "tenant": "acme"})
     frames = await frames_until(communicator)
-    assert names(frames) == ["session", "reasoning_delta"] + ["text_delta"] * REPLY_DELTAS + ["usage", "citations", "completed"]
+    assert names(frames) == ["session", "citations", "reasoning_delta"] + ["text_delta"] * REPLY_DELTAS + ["usage", "completed"]
     assert {f["request_id"] for f in frames} == {"q1"}
     session = frames[0]["data"]
     assert session["kind"] == "chat" and session["created"] is True and session["session_id"].startswith("session-")
-    citations = frames[-2]["data"]
-    assert citations["session_id"] == session["session_id"]
-    assert [(c["document_id"], c["chunk_id"]) for c in citations["citations"]] == [("guide", "guide:0")]
-    assert frames[1]["data"] == {"text": "Passage 1 covers uploads."}
+    context = frames[1]["data"]  # the passages given to the model, before it writes
+    assert context["session_id"] == session["session_id"]
+    assert [(c["document_id"], c["chunk_id"]) for c in context["citations"]][:1] == [("guide", "guide:0")]
+    assert frames[2]["data"] == {"text": "Passage 1 covers uploads."}
     assert "".join(f["data"]["text"] for f in frames if f["event"] == "text_delta") == REPLY
     completed = frames[-1]["data"]
     assert (completed["model"], completed["provider"], completed["provider_model"]) == ("chat", "openai", "answer")
-    assert completed["citations"] == citations["citations"] and completed["usage"] == frames[-3]["data"]
+    assert completed["citations"] == context["citations"][:1] and completed["usage"] == frames[-2]["data"]
+    assert completed["message"]["content"] == REPLY
+    citations = completed
     assert await turns_of(session["session_id"]) == [("user", UPLOAD_QUESTION), ("assistant", REPLY)]
 
     # The same session again: no new session, memory carries on.
@@ -203,7 +205,7 @@ async def test_a_failing_model_is_one_terminal_error_and_nothing_is_stored(chat_
     session_id = await new_session(chat_world, chat_world.teammate)
     await communicator.send_json_to({"type": "ask", "prompt": "anything at all", "session_id": session_id, "tenant": "acme"})
     frames = await frames_until(communicator)
-    assert names(frames) == ["session", "error"]
+    assert names(frames) == ["session", "citations", "error"]  # the context (empty here), then the failure
     assert frames[-1]["data"] == {"error": "model_unavailable", "detail": "The chat model is unreachable. Try again shortly."}
     assert await turns_of(session_id) == []
     await communicator.disconnect()
@@ -275,6 +277,13 @@ async def test_one_answer_at_a_time_and_malformed_messages_get_an_error(chat_wor
     assert (await refusal({"type": "shout"}))["error"] == "invalid"
     assert await refusal({"type": "ask", "prompt": "   ", "tenant": "acme"}) == {"error": "invalid", "detail": "Type a question first."}
     assert (await refusal({"type": "ask", "prompt": "x" * 16_385, "tenant": "acme"}))["detail"].startswith("The question is too long")
+    # A much longer prompt gets the same sentence naming the bound (not "Send one JSON object per text frame").
+    await communicator.send_json_to({"type": "ask", "request_id": "long", "prompt": "x" * 100_000, "tenant": "acme"})
+    long = await communicator.receive_json_from(timeout=5)
+    assert long == {"event": "error", "request_id": "long",
+                    "data": {"error": "invalid", "detail": "The question is too long: at most 16,384 characters."}}
+    huge = await refusal({"type": "ask", "prompt": "x" * 1_100_000, "tenant": "acme"})
+    assert huge["detail"] == "The message is too long (1,100,047 characters): a question is at most 16,384 characters."
     for prompt in ("a\x00b", "bell\x07", "lone \ud800 surrogate"):
         assert (await refusal({"type": "ask", "prompt": prompt, "tenant": "acme"}))["detail"].startswith("The question holds characters")
     assert not await sync_to_async(Turn.objects.filter(content__startswith="bell").exists)()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat.models import AgentRun, ChatSession, SessionKind, Turn
+from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn
 from chat.services import chat_exchange_record, chat_session_create
 from tests.conftest import World
 from tests.fake_openai import FakeOpenAI, ToolCall, tool_calls
@@ -111,3 +111,47 @@ def test_an_agent_run_reads_back_with_its_steps(model_world: World, fake: FakeOp
     assert client.get("/v1/agent/sessions").json()["sessions"][0]["turn_count"] == 2
     other = model_world.client(model_world.editor).get(f"/v1/agent/runs/{answered['run_id']}")
     assert other.status_code == 404 and AgentRun.objects.filter(public_id=answered["run_id"]).exists()
+
+
+def test_a_search_hit_shows_whole_words_around_the_whole_matched_word(world: World) -> None:
+    """The sidebar's snippet (web chat's /chat/sessions?q=) starts and ends at word boundaries and holds
+    the word the query matched in full, however deep in a long message it sits."""
+    words = " ".join(f"filler{n:03d}" for n in range(60))  # 600 characters of ten-letter words
+    session = chat_with_answer(world, world.teammate, f"{words} the quarterly Walrusreports arrive {words}")
+    browser = world.client()
+    browser.force_login(world.teammate)
+    [hit] = browser.get("/chat/sessions", {"q": "walrusrep", "tenant": "acme"}).json()["sessions"]
+    assert hit["session_id"] == session.public_id
+    snippet = hit["match"]
+    assert snippet.startswith("… filler") and snippet.endswith(" …")
+    assert "Walrusreports" in snippet.split()  # the matched word, whole
+    inner = snippet.removeprefix("… ").removesuffix(" …").split()
+    assert all(len(w) == 9 for w in inner if w.startswith("filler"))  # no word cut at either end
+    assert len(snippet) <= 160
+    start = browser.get("/chat/sessions", {"q": "filler000", "tenant": "acme"}).json()["sessions"][0]["match"]
+    assert start.startswith("filler000 filler001") and start.endswith(" …")  # the message's start: no "…" before
+
+
+def test_an_agent_runs_answer_takes_feedback_like_a_chat_answer(model_world: World, fake: FakeOpenAI) -> None:
+    fake.chat_script = ["Editors upload files in the admin [1]."]
+    session_id = new_agent_session(model_world, model_world.teammate)
+    answered = ask(model_world, model_world.teammate, session_id=session_id, prompt="How do editors upload files?").json()
+    client = model_world.client(model_world.teammate)
+    url = f"/v1/agent/runs/{answered['run_id']}/feedback"
+    given = client.put(url, {"rating": "down", "comment": " Too short. "}, format="json")
+    assert given.status_code == 200, given.content
+    assert {k: given.json()[k] for k in ("run_id", "rating", "comment")} == {"run_id": answered["run_id"], "rating": "down",
+                                                                              "comment": "Too short."}
+    feedback = Feedback.objects.get()
+    assert (feedback.run.public_id, feedback.turn, feedback.question, feedback.answer) == (
+        answered["run_id"], None, "How do editors upload files?", "Editors upload files in the admin [1].")
+    assert feedback.citations == answered["citations"] and feedback.retrieval["mode"] == "agent"
+    # The conversation read back says which run each answer is and how it was rated.
+    answer = client.get(f"/v1/agent/sessions/{session_id}").json()["turns"][1]
+    assert (answer["run_id"], answer["feedback"]) == (answered["run_id"], {"rating": "down", "comment": "Too short."})
+    assert client.put(url, {"rating": "sideways"}, format="json").json()["fields"].keys() == {"rating"}
+    outsider = model_world.client(model_world.outsider)
+    assert outsider.put(url, {"rating": "up"}, format="json").status_code == 404
+    assert model_world.client(model_world.editor).delete(url).status_code == 404  # a colleague's run is not theirs
+    assert client.delete(url).status_code == 204 and not Feedback.objects.exists()
+    assert client.delete(url).status_code == 404

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from knowledge.models import AuditEvent, Chunk, Document
 from tests.conftest import World
 
-DOCUMENT_FIELDS = {"id", "title", "uri", "status", "progress", "error", "chunk_count", "metadata", "updated_at"}
+DOCUMENT_FIELDS = {"id", "title", "uri", "status", "progress", "error", "cancelled", "chunk_count", "metadata", "updated_at"}
 
 
 @pytest.fixture(autouse=True)

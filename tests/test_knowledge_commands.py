@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 
 from knowledge.models import AuditEvent, Chunk, Document
 from knowledge.services.documents import demo_corpus_ingest
+from tests.documents import FOUR_SLIDES, make_deck
 from tests.factories import make_tenant
 
 
@@ -39,6 +40,16 @@ def test_ingest_command_indexes_a_folder_and_reports_failures(db: None, tmp_path
     assert docs == {"notes.txt": "notes", "sub/page.html": "Otter page", "beavers.docx": "beavers"}
     assert "evil" not in Chunk.objects.get(chunk_id="sub/page.html:0").text
     assert AuditEvent.objects.filter(actor="cli").count() == 3
+
+
+def test_ingest_command_makes_a_passage_per_slide(db: None, tmp_path: Path) -> None:
+    make_tenant("acme")
+    (tmp_path / "induction.pptx").write_bytes(make_deck(FOUR_SLIDES))
+    out = io.StringIO()
+    call_command("ingest", str(tmp_path), "--tenant", "acme", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().strip().endswith("1 documents, 4 chunks, 0 skipped, 0 failed")
+    texts = list(Chunk.objects.order_by("ordinal").values_list("text", flat=True))
+    assert texts == [f"Slide {n}: {title}\n{body}" for n, (title, body) in enumerate(FOUR_SLIDES, 1)]
 
 
 def test_ingest_command_gives_every_file_its_own_document_whatever_its_name_and_a_rerun_versions_them(db: None, tmp_path: Path) -> None:

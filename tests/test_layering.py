@@ -3,8 +3,9 @@
 Inside an app: models -> selectors (reads) -> services (writes) -> interfaces (api, views,
 consumers, tasks, admin, commands). ``knowledge.rag`` is the typed RAG API between the
 models and the selectors. ``chat`` imports ``knowledge.rag`` (and ``knowledge.models``
-for reads it must do) only; ``knowledge`` and ``accounts`` never import ``chat``; only
-the wiring in ``config`` (URLs, routing, ASGI) imports the apps.
+for reads it must do), and writes only through ``knowledge.services.stores``;
+``knowledge`` and ``accounts`` never import ``chat``; only the wiring in ``config`` (URLs,
+routing, ASGI) imports the apps. ``common`` holds helpers any app may import; it imports none.
 
 ``ALLOWED`` is the whole list of permitted edges between components; an import that is
 not in it (at module level or inside a function) fails the test, and so does a module
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from tests.servers import ROOT
 
-APPS = ("accounts", "knowledge", "chat", "config")
+APPS = ("accounts", "knowledge", "chat", "config", "common")
 
 # Module prefix -> component. The longest matching prefix wins.
 COMPONENTS: dict[str, str] = {
@@ -42,6 +43,7 @@ COMPONENTS: dict[str, str] = {
     "knowledge.extraction": "knowledge.extraction",
     "knowledge.highlight": "knowledge.highlight",
     "knowledge.selectors": "knowledge.selectors",
+    "knowledge.services.stores": "knowledge.stores",  # the one door through which another app writes
     "knowledge.services": "knowledge.services",
     "knowledge.evaluation": "knowledge.services",
     "knowledge.forms": "knowledge.forms",
@@ -79,6 +81,7 @@ COMPONENTS: dict[str, str] = {
     "config.routing": "config.wiring",
     "config.asgi": "config.wiring",
     "config": "config.framework",  # settings, env, errors, middleware, embedded database, serve
+    "common": "common",  # helpers every app shares; they import no app
 }
 
 _ACCOUNTS_READS = {"accounts.models", "accounts.selectors"}
@@ -99,7 +102,9 @@ ALLOWED: dict[str, set[str]] = {
     "knowledge.extraction": {"knowledge.rag"},
     "knowledge.highlight": set(),
     "knowledge.selectors": _RAG,
-    "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction", "knowledge.graph"},
+    "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction", "knowledge.graph", "common"},
+    # Private stores (a conversation's files) over the editors' write door.
+    "knowledge.stores": _RAG | {"knowledge.services"},
     "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction", "config.framework"},
     "knowledge.interfaces": _RAG | {
         "knowledge.selectors", "knowledge.services", "knowledge.extraction", "knowledge.forms", "knowledge.highlight",
@@ -113,8 +118,8 @@ ALLOWED: dict[str, set[str]] = {
     "chat.selectors": {"chat.models", "chat.prompting", "accounts.models", "config.framework"},
     "chat.files.selectors": _RAG | {"chat.models", "config.framework"},
     # The one edge from chat to knowledge's services: attached files take the editors' pipeline
-    # (store, queue, extract, chunk, embed) into a private store, instead of a second copy of it.
-    "chat.files.services": _RAG | {"chat.models", "chat.files.selectors", "knowledge.services"},
+    # (store, queue, extract, chunk, embed) into a private store, through the stores door only.
+    "chat.files.services": _RAG | {"chat.models", "chat.files.selectors", "knowledge.stores", "common"},
     "chat.services": {"chat.models", "accounts.models", "chat.files.services"},
     "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework",
                              "chat.files.selectors"},
@@ -128,6 +133,7 @@ ALLOWED: dict[str, set[str]] = {
         "chat.files.selectors", "chat.files.services",
     },
     "config.framework": set(),
+    "common": set(),
     # accounts.web: the Redoc page (config.urls) carries that app's page policy, widened for Redoc.
     "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces", "chat.mcp"},
 }

@@ -87,7 +87,7 @@ async def test_lists_the_retrieval_tools_and_no_graph_tool_when_graph_search_is_
     schemas = {tool.name: tool.input_schema for tool in listed.tools}
     assert schemas["hybrid_search"]["required"] == ["query"]
     assert set(schemas["hybrid_search"]["properties"]) == {"query", "limit", "filters"}
-    assert schemas["list_documents"]["properties"]["status"]["enum"] == ["queued", "processing", "ready", "failed"]
+    assert schemas["list_documents"]["properties"]["status"]["enum"] == ["queued", "processing", "ready", "failed", "cancelled"]
     assert all(tool.annotations.read_only_hint for tool in listed.tools)
 
 
@@ -138,9 +138,28 @@ async def test_list_documents_pages_and_filters(base: str, acme_token: str) -> N
     assert failed == {"count": 0, "offset": 0, "limit": 20, "next_offset": None, "documents": []}
 
 
+@pytest.fixture
+def modes_cancelled(acme_token: str, indexed: World) -> str:
+    """acme's "modes" with its latest request cancelled by an editor (stored as failed, cancelled)."""
+    from knowledge.models import Document
+
+    Document.objects.filter(tenant=indexed.acme, external_id="modes").update(status="failed", cancelled=True, phase="embedding")
+    return acme_token
+
+
+async def test_list_documents_reports_a_cancelled_request_as_cancelled_as_rest_does(base: str, modes_cancelled: str) -> None:
+    async with mcp_client(f"{base}/mcp", modes_cancelled) as client:
+        cancelled = structured(await client.call_tool("list_documents", {"status": "cancelled"}))
+        failed = structured(await client.call_tool("list_documents", {"status": "failed"}))
+    assert [(d["document_id"], d["status"]) for d in cancelled["documents"]] == [("modes", "cancelled")]
+    assert failed["documents"] == []
+
+
 @pytest.mark.parametrize(("tool", "arguments", "named"), [
     ("hybrid_search", {}, "query"),
     ("hybrid_search", {"query": "uploads", "limit": "lots"}, "limit"),
+    ("hybrid_search", {"query": "uploads", "limit": 0}, "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 0"),
+    ("hybrid_search", {"query": "uploads", "limit": 999}, "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 999"),
     ("keyword_search", {"query": "uploads", "filters": {"team": {"nested": 1}}}, "filters"),
     ("hybrid_search", {"query": "uploads", "colour": "red"}, "colour"),
     ("fetch_chunks", {"ids": ["not an id"]}, "ids"),

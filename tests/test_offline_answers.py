@@ -231,10 +231,10 @@ def test_the_passage_a_quoted_sentence_names_by_its_title_is_the_next_hop() -> N
     assert "Madison" not in alone
 
 
-def test_the_offline_model_reuses_the_vectors_of_texts_it_embedded_before(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_offline_model_reuses_the_vectors_of_texts_it_embedded_before() -> None:
     from asgiref.sync import async_to_sync
 
-    from chat.llm import offline
+    from chat.llm.offline import VectorCache
 
     asked: list[list[str]] = []
 
@@ -245,14 +245,14 @@ def test_the_offline_model_reuses_the_vectors_of_texts_it_embedded_before(monkey
             asked.append(list(texts))
             return [[float(len(t)), 1.0] for t in texts]
 
-    embedder = Counting()
-    monkeypatch.setattr(offline.rag, "default_embedder", lambda: embedder)
-    offline._vector_cache.clear()
-    first = async_to_sync(offline._embed)(["a question", "a sentence"])
-    again = async_to_sync(offline._embed)(["a sentence", "another sentence"])
+    cache, embedder = VectorCache(), Counting()
+    first = async_to_sync(cache.embed)(embedder, ["a question", "a sentence"])
+    again = async_to_sync(cache.embed)(embedder, ["a sentence", "another sentence"])
     assert asked == [["a question", "a sentence"], ["another sentence"]]  # "a sentence" was not embedded twice
     assert again is not None and first is not None and again[0] == first[1]
-    offline._vector_cache.clear()
+    # Another embedder instance (a settings change) is never answered with the first one's vectors.
+    async_to_sync(cache.embed)(Counting(), ["a sentence"])
+    assert asked[-1] == ["a sentence"]
 
 
 def test_long_answers_stream_in_a_bounded_number_of_deltas() -> None:

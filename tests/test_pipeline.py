@@ -32,6 +32,7 @@ from knowledge.rag.embedding import LiteLLMEmbedder
 from knowledge.selectors import chunk_search
 from tests.conftest import World
 from tests.fake_openai import FakeOpenAI, ReceivedRequest, Reply, embeddings_route, fake_openai_server
+from tests.documents import FOUR_SLIDES, make_deck
 from tests.test_extraction import encrypt_pdf, make_docx, make_pdf
 
 LONG_TEXT = "\n\n".join(
@@ -218,6 +219,20 @@ def test_each_bad_file_fails_with_a_clear_reason_and_the_rest_of_the_batch_is_in
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_uploaded_deck_becomes_a_passage_per_slide(world: World, provider: FakeOpenAI) -> None:
+    """The README's promise for .pptx: four short slides are four chunks, not one chunk of them all."""
+    [document] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("induction.pptx", make_deck(FOUR_SLIDES))])
+    assert process(document, provider) is Outcome.READY
+    chunks = list(Chunk.objects.filter(document=document).order_by("ordinal").values_list("chunk_id", "text", "start_char", "end_char"))
+    assert [(chunk_id, text) for chunk_id, text, _, _ in chunks] == [
+        (f"induction.pptx:{n}", f"Slide {n + 1}: {title}\n{body}") for n, (title, body) in enumerate(FOUR_SLIDES)
+    ]
+    text = reload(document).text
+    assert all(text[start:end] == chunk for _, chunk, start, end in chunks)  # offsets into the document's text
+    assert keyword_hits(world, "blasting siren") == ["induction.pptx:1"]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_failed_new_version_keeps_the_previous_chunks_searchable(world: World, provider: FakeOpenAI) -> None:
     [document] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("report.pdf", make_pdf(["Granite quarry output rose."]))])
     assert process(document, provider) is Outcome.READY
@@ -297,6 +312,13 @@ def test_cancelling_queued_work_fails_it_at_once_with_the_reason(world: World) -
     document = reload(document)
     assert (document.status, document.cancelled) == ("failed", True)  # the list says Cancelled, not Failed
     assert document.error == "draft was cancelled by alice before it finished. Nothing was indexed."
+    # The REST API says so too, with where the work was (the admin shows Cancelled).
+    body = world.client(world.teammate).get("/v1/documents/draft").json()
+    assert (body["status"], body["cancelled"], body["error"]) == ("cancelled", {"phase": "queued"}, document.error)
+    # Filtering by status: cancelled is its own, failed no longer lists it.
+    client = world.client(world.teammate)
+    assert [d["id"] for d in client.get("/v1/documents", {"status": "cancelled"}).json()["documents"]] == ["draft"]
+    assert client.get("/v1/documents", {"status": "failed"}).json()["documents"] == []
     assert processing.document_process(document_pk=document.pk) is Outcome.SKIPPED
     assert doc_services.document_cancel(documents=[document], actor="alice").not_running == 1
 
@@ -319,6 +341,8 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     document = reload(document)
     assert document.status == "failed" and document.error == "handbook was cancelled by alice before it finished. The previous version stays searchable."
     assert (document.version, document.lease_id, document.cancel_requested, document.cancelled) == (1, "", False, True)
+    listed = world.client(world.teammate).get("/v1/documents").json()["documents"]
+    assert [(d["id"], d["status"], d["cancelled"]) for d in listed] == [("handbook", "cancelled", {"phase": "embedding"})]
     # It stopped between batches, long before embedding everything, and wrote nothing.
     assert len(provider.received("/v1/embeddings")) < 10
     assert keyword_hits(world, "searchable") == ["handbook:0"]
@@ -328,6 +352,7 @@ def test_cancelling_running_work_stops_it_without_writing(world: World, provider
     assert kept > 0
     assert doc_services.document_retry(documents=[document], actor="alice") == 1
     assert not reload(document).cancelled
+    assert world.client(world.teammate).get("/v1/documents/handbook").json()["cancelled"] is None
     assert process(document, provider) is Outcome.READY
     assert reload(document).chunk_count > 1
     # The cancelled run's vectors were kept: the retry embedded only the rest.

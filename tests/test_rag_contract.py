@@ -15,6 +15,7 @@ from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
 from knowledge.rag.backends.postgres import PostgresBackend
 from knowledge.rag.backends.postgres_sql import TITLE_WEIGHT
+from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.types import embedding_input
 from knowledge.rag.wrappers import GuardedBackend
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
@@ -92,6 +93,23 @@ def test_chunk_ids_are_stable_and_in_source_order(make_service) -> None:
     assert [c.start_char for c in first] == sorted(c.start_char for c in first)
     run(service.ingest, [RAGDocument("long", text)])
     assert [(c.chunk_id, c.text) for c in run(service.fetch, ids)] == [(c.chunk_id, c.text) for c in first]
+
+
+def test_a_passage_chunker_keeps_each_passage_a_chunk_and_cuts_only_a_long_one(make_service) -> None:
+    long = " ".join(f"row {i} of the long slide." for i in range(30))
+    passages = ["Slide 1: Safety\nHelmets.", f"Slide 2: Log\n{long}", "Slide 3: Contacts\nGate office."]
+    text = "\n\n".join(passages)
+    inner = rag.FixedSizeChunker(size=100, overlap=0)
+    service = make_service(chunker=PassageChunker(inner, {"deck": passages}))
+    n = run(service.ingest, [RAGDocument("deck", text)])
+    chunks = run(service.fetch, [f"deck:{i}" for i in range(n)])
+    assert (chunks[0].text, chunks[-1].text) == (passages[0], passages[2])
+    assert n > 4 and all(len(c.text) <= 100 and c.text in passages[1] for c in chunks[1:-1])
+    assert all(text[c.start_char : c.end_char] == c.text for c in chunks)
+    # Passages the text does not hold in that order, or another document: the inner chunker alone.
+    plain = inner.split(RAGDocument("deck", text))
+    assert PassageChunker(inner, {"deck": passages[::-1]}).split(RAGDocument("deck", text)) == plain
+    assert PassageChunker(inner, {"other": passages}).split(RAGDocument("deck", text)) == plain
 
 
 def test_reingest_replaces_the_document_completely(make_service) -> None:

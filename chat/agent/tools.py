@@ -348,13 +348,13 @@ class Toolbox:
             return await self._triplets(call.arguments)
         return await self._neighbors(call.arguments)
 
-    def _limit(self, arguments: dict[str, Any], extra: dict[str, Any]) -> int:
+    def _limit(self, arguments: dict[str, Any]) -> int:
+        """The call's ``limit``; one outside 1..QUARRY_AGENT_TOOL_MAX_RESULTS is refused naming the bound, above
+        as below (the schema says the range; a silent cap would hand back fewer passages than asked for)."""
         limit = _as_int("limit", arguments.get("limit", settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS))
-        if limit < 1:
-            raise ToolFailure("limit: must be at least 1")
-        if limit > settings.QUARRY_AGENT_TOOL_MAX_RESULTS:
-            limit = settings.QUARRY_AGENT_TOOL_MAX_RESULTS
-            extra["note"] = f"limit capped at {limit}"
+        maximum = settings.QUARRY_AGENT_TOOL_MAX_RESULTS
+        if not 1 <= limit <= maximum:
+            raise ToolFailure(f"limit: must be between 1 and {maximum} (QUARRY_AGENT_TOOL_MAX_RESULTS), got {limit}")
         return limit
 
     async def _chunks(self, chunk_ids: Sequence[str]) -> list[tuple[rag.RAGChunk, float | None]]:
@@ -367,7 +367,7 @@ class Toolbox:
         if not isinstance(query, str) or not query.strip():
             raise ToolFailure("query: required, a non-empty string")
         extra: dict[str, Any] = {}
-        limit = self._limit(arguments, extra)
+        limit = self._limit(arguments)
         try:
             triplets = await self.service.graph_triplets(query, limit=limit)
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
@@ -389,7 +389,7 @@ class Toolbox:
         if not isinstance(entity, str) or not entity.strip():
             raise ToolFailure("entity: required, a non-empty string (an entity's name)")
         extra: dict[str, Any] = {}
-        limit = self._limit(arguments, extra)
+        limit = self._limit(arguments)
         try:
             around = await self.service.graph_neighbors(entity, limit=limit)
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
@@ -415,12 +415,7 @@ class Toolbox:
         if not isinstance(query, str) or not query.strip():
             raise ToolFailure("query: required, a non-empty string")
         extra: dict[str, Any] = {}
-        limit = _as_int("limit", arguments.get("limit", settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS))
-        if limit < 1:
-            raise ToolFailure("limit: must be at least 1")
-        if limit > settings.QUARRY_AGENT_TOOL_MAX_RESULTS:
-            limit = settings.QUARRY_AGENT_TOOL_MAX_RESULTS
-            extra["note"] = f"limit capped at {limit}"
+        limit = self._limit(arguments)
         filters = arguments.get("filters") or {}
         if not isinstance(filters, dict):
             raise ToolFailure("filters: must be an object of field: value or field: [values]")

@@ -161,12 +161,14 @@ class ChatCompletionInputSerializer(ChatRetrievalOptionsSerializer, ClosedInputS
 
 
 SSE_DESCRIPTION = """\
-With `stream: true` the answer is `text/event-stream`, frames `event: <name>\\ndata: <json>\\n\\n`:
-`reasoning_delta` / `text_delta` (`{text}`) and `usage`, then exactly one `citations` (`{session_id,
-citations, also_retrieved}`: the passages the answer cites, numbered [1], [2], ... in order of first use,
-and the other retrieved ones), ending with `completed` (the JSON response without `message`) or one `error`
-(`{error, detail}`; e.g. `model_unavailable`, `retrieval_unavailable`). Failures after the stream opened
-are reported in-band; access errors (401/403/404) and bad input (400) are plain JSON responses.
+With `stream: true` the answer is `text/event-stream`, frames `event: <name>\\ndata: <json>\\n\\n`,
+in order: one `citations` (`{session_id, citations}`: the passages given to the model as context, in
+retrieval order; a marker [n] in the streamed text is the n-th), then the model's frames,
+`reasoning_delta` / `text_delta` (`{text}`, as the model wrote it) and `usage`, ending with `completed`
+(the JSON response: `message` as stored, its markers renumbered [1], [2], ... in order of first use;
+`citations`, the passages it cites in that order; `also_retrieved`, the rest of the context) or one
+`error` (`{error, detail}`; e.g. `model_unavailable`, `retrieval_unavailable`). Failures after the stream
+opened are reported in-band; access errors (401/403/404) and bad input (400) are plain JSON responses.
 
 Answers are grounded: the tenant is searched (hybrid) for the prompt, and the model is told to answer
 only from the retrieved passages, citing them as [1], [2], ... The last two turns of the session are

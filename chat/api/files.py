@@ -75,8 +75,15 @@ def too_large_message(limit: int) -> str:
 
 
 class FileUploadInputSerializer(ClosedSerializer):
-    files = serializers.ListField(child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False, min_length=1,
-                                  max_length=MAX_FILES_PER_REQUEST, help_text="One or more files (the formats editors can upload).")
+    # More files than a conversation may hold: the same sentence as the service's bound (check_file_bounds), naming
+    # the setting, not DRF's "Ensure this field has no more than 10 elements". (A request past
+    # DATA_UPLOAD_MAX_NUMBER_FILES, when that is the smaller bound, is refused by Django before this, naming its own.)
+    files = serializers.ListField(
+        child=serializers.FileField(allow_empty_file=True, use_url=False), allow_empty=False, min_length=1,
+        max_length=MAX_FILES_PER_REQUEST, help_text="One or more files (the formats editors can upload).",
+        error_messages={"max_length": "A conversation holds at most {max_length} files (QUARRY_CHAT_FILES_MAX_FILES); "
+                                      "this upload has more. Nothing was stored."},
+    )
     tenant = TenantField()
 
 

@@ -1,7 +1,7 @@
 """Writes for a conversation's attached files: attach, delete one, drop them all, expire idle ones.
 
 The files are documents of the session's private store (``accounts.Tenant.private_to``), written
-through the knowledge base's one write door (``knowledge.services.documents``), so they get the
+through the knowledge base's door for other apps (``knowledge.services.stores``), so they get the
 editors' pipeline: stored, queued on commit, then extracted, chunked and embedded by the workers,
 with the same phases, progress and failure reasons. Bounds per conversation (settings):
 ``QUARRY_CHAT_FILES_MAX_FILES`` files, ``QUARRY_CHAT_FILES_MAX_BYTES`` bytes (checked here, before
@@ -18,16 +18,17 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_q.models import Schedule
 
 from accounts.models import Tenant
 from chat.files.selectors import FILE_ID_PREFIX, is_file_id, session_files_usage, session_store
 from chat.models import ChatSession, SessionFiles
-from knowledge.models import Document, SearchLanguage
+from common.schedules import schedule_ensure
+from knowledge.models import Document
 from knowledge.rag.limits import describe_bytes
-from knowledge.services.documents import document_delete, document_upload_create
+from knowledge.services.stores import StoreFile, store_create, store_drop, store_file_delete, store_files_add
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +56,8 @@ def _store_create(session: ChatSession) -> Tenant:
     existing = session_store(session=session)
     if existing is not None:
         return existing
-    store = Tenant.objects.create(
-        slug=f"files-{secrets.token_hex(12)}", name=f"files of {session.public_id}", private_to_id=session.tenant_id,
-        chunk_quota=settings.QUARRY_CHAT_FILES_MAX_CHUNKS, chunk_quota_name="QUARRY_CHAT_FILES_MAX_CHUNKS",
-    )
-    # The files are searched as the tenant's documents are: same stemming and stop words.
-    language = SearchLanguage.objects.filter(tenant_id=session.tenant_id).values_list("language", flat=True).first()
-    if language:
-        SearchLanguage.objects.create(tenant=store, language=language)
+    store = store_create(owner=session.tenant_id, name=f"files of {session.public_id}",
+                         chunk_quota=settings.QUARRY_CHAT_FILES_MAX_CHUNKS, chunk_quota_name="QUARRY_CHAT_FILES_MAX_CHUNKS")
     SessionFiles.objects.create(session=session, store=store)
     return store
 
@@ -95,13 +90,11 @@ def session_files_attach(*, session: ChatSession, files: Sequence[UploadedFile],
         ChatSession.objects.select_for_update().filter(pk=session.pk).first()
         check_file_bounds(session=session, files=files)
         store = _store_create(session)
-        documents: list[Document] = []
-        for upload in files:
-            # One request per file: each carries its own id in its passages' metadata, which is how a
-            # question narrows to one file (``identifier``).
-            file_id = new_file_id()
-            documents += document_upload_create(tenant=store, files=[upload], actor=actor, document_ids=[file_id],
-                                                metadata={"file_id": file_id})
+        # Each file carries its own id in its passages' metadata: that is how a question narrows to one file
+        # (``identifier``).
+        ids = [new_file_id() for _ in files]
+        documents = store_files_add(store=store, actor=actor, files=[
+            StoreFile(document_id=file_id, upload=upload, metadata={"file_id": file_id}) for file_id, upload in zip(ids, files)])
         ChatSession.objects.filter(pk=session.pk).update(updated_at=timezone.now())
     expire_schedule_ensure()
     return documents
@@ -112,7 +105,7 @@ def session_file_delete(*, session: ChatSession, file_id: str, actor: str) -> bo
     store = session_store(session=session) if is_file_id(file_id) else None
     if store is None:
         return False
-    return document_delete(tenant=store, document_ids=[file_id], actor=actor) > 0
+    return store_file_delete(store=store, document_id=file_id, actor=actor)
 
 
 def session_files_drop(*, session: ChatSession, actor: str) -> int:
@@ -124,12 +117,7 @@ def session_files_drop(*, session: ChatSession, actor: str) -> int:
     store = session_store(session=session)
     if store is None:
         return 0
-    ids = list(Document.objects.filter(tenant=store).values_list("external_id", flat=True))
-    with transaction.atomic():
-        deleted = document_delete(tenant=store, document_ids=ids, actor=actor) if ids else 0
-        # The store's statistics, graph and the link go with it (cascades); nothing else points at it.
-        store.delete()
-    return deleted
+    return store_drop(store=store, actor=actor)
 
 
 def session_files_expire(*, now: datetime | None = None) -> int:
@@ -147,11 +135,5 @@ def session_files_expire(*, now: datetime | None = None) -> int:
 
 
 def expire_schedule_ensure() -> None:
-    """Create the hourly expiry ``Schedule`` unless it exists (race-free); migration chat 0004 creates it first."""
-    if Schedule.objects.filter(name=EXPIRE_SCHEDULE_NAME).exists():
-        return
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Schedule.name is not unique: serialize creators so there is exactly one.
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [EXPIRE_SCHEDULE_NAME])
-        if not Schedule.objects.filter(name=EXPIRE_SCHEDULE_NAME).exists():
-            Schedule.objects.create(name=EXPIRE_SCHEDULE_NAME, func=EXPIRE_TASK, schedule_type=Schedule.HOURLY, repeats=-1)
+    """Create the hourly expiry ``Schedule`` unless it exists (migration chat 0004 creates it first)."""
+    schedule_ensure(EXPIRE_SCHEDULE_NAME, EXPIRE_TASK, schedule_type=Schedule.HOURLY, repeats=-1)

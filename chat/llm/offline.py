@@ -55,8 +55,16 @@ logger = logging.getLogger(__name__)
 
 NOT_FOUND = "I could not find an answer to that in the knowledge base."
 CANNOT_ANSWER = "The knowledge base does not seem to answer this question."
-INTRO = "From the knowledge base:"
-SUMMARY_INTRO = "In short, from the knowledge base:"
+# Where the quoted passages come from, as the answer names it: passages marked as the conversation's
+# attached files (``chat.prompting``: source="attached file") are not the knowledge base's.
+KNOWLEDGE_BASE, ATTACHED_FILES, BOTH = "the knowledge base", "the attached files", "the knowledge base and the attached files"
+CANNOT_ANSWER_FROM = {
+    KNOWLEDGE_BASE: CANNOT_ANSWER,
+    ATTACHED_FILES: "The attached files do not seem to answer this question.",
+    BOTH: "Neither the knowledge base nor the attached files seem to answer this question.",
+}
+INTRO = "From {where}:"
+SUMMARY_INTRO = "In short, from {where}:"
 
 _PASSAGE = re.compile(r'<passage n="(\d+)"([^>]*)>\n?(.*?)\n?</passage>', re.DOTALL)
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
@@ -85,6 +93,7 @@ class Passage:
     number: int
     text: str
     title: str  # the document's title, else its id; "" when the prompt names neither
+    attached: bool = False  # from a file attached to the conversation, not from the knowledge base
 
 
 def _unescape(value: str) -> str:
@@ -98,7 +107,8 @@ def passages_of(messages: Sequence[Any]) -> list[Passage]:
         if _role(message) == "system":
             for n, attributes, text in _PASSAGE.findall(_content(message)):
                 named = dict(_ATTRIBUTE.findall(attributes))
-                found.append(Passage(int(n), text, _unescape(named.get("title") or named.get("document") or "")))
+                found.append(Passage(int(n), text, _unescape(named.get("title") or named.get("document") or ""),
+                                     attached=named.get("source") == "attached file"))
     return found
 
 
@@ -127,7 +137,7 @@ def _sync_vectors(texts: list[str]) -> list[list[float]] | None:
     return None
 
 
-class _VectorCache:
+class VectorCache:
     """The last ``size`` texts' vectors, per embedder model: a knowledge base is asked about the same
     passages again and again (and a follow-up repeats the question), and a sentence embedded once
     need not pay the embedder's ~5-30 ms a sentence on CPU again. Thread-safe (the sync path embeds
@@ -160,8 +170,34 @@ class _VectorCache:
         with self._lock:
             self._vectors.clear()
 
+    async def embed(self, embedder: rag.Embedder | None, texts: list[str]) -> list[list[float]] | None:
+        """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
+        when there is no embedder, it cannot read the question (``texts[0]``, as ``select`` asks;
+        ``knowledge.rag.scripts``) or it failed: the selection then uses BM25 alone."""
+        if embedder is None or not texts:
+            return None
+        if not rag.reads(embedder, texts[0]):
+            # An English model's cosines to a Chinese question are noise that the relevance floor would
+            # take for meaning (declining every CJK question): the question's terms decide instead.
+            return None
+        # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
+        # one (a settings change, a test's fake) must not be answered with another's vectors.
+        model = f"{getattr(embedder, 'model_id', None) or type(embedder).__qualname__}@{id(embedder)}"
+        found = self.get(model, texts)
+        missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
+        if missing:
+            try:
+                computed = await embedder.embed(missing, kind="query")
+            except (rag.RAGError, OSError, ValueError) as exc:
+                logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
+                return None
+            self.put(model, missing, computed)
+            fresh = dict(zip(missing, computed, strict=True))
+            found = [v if v is not None else fresh[t] for t, v in zip(texts, found, strict=True)]
+        return found  # type: ignore[return-value]  # every slot is filled
 
-_vector_cache = _VectorCache()
+
+_vector_cache = VectorCache()
 
 
 def _sentence_embedder() -> rag.Embedder | None:
@@ -179,31 +215,8 @@ def _sentence_embedder() -> rag.Embedder | None:
 
 
 async def _embed(texts: list[str]) -> list[list[float]] | None:
-    """The vectors of ``texts`` (cached ones reused, the others embedded in one call), or None
-    when there is no embedder, it cannot read the question (``texts[0]``, as ``select`` asks;
-    ``knowledge.rag.scripts``) or it failed: the selection then uses BM25 alone."""
-    embedder = _sentence_embedder()
-    if embedder is None or not texts:
-        return None
-    if not rag.reads(embedder, texts[0]):
-        # An English model's cosines to a Chinese question are noise that the relevance floor would
-        # take for meaning (declining every CJK question): the question's terms decide instead.
-        return None
-    # Keyed by the embedder instance too: the process builds one (knowledge.rag.factory), and a new
-    # one (a settings change, a test's fake) must not be answered with another's vectors.
-    model = f"{getattr(embedder, 'model_id', None) or type(embedder).__qualname__}@{id(embedder)}"
-    found = _vector_cache.get(model, texts)
-    missing = list(dict.fromkeys(t for t, v in zip(texts, found, strict=True) if v is None))
-    if missing:
-        try:
-            computed = await embedder.embed(missing, kind="query")
-        except (rag.RAGError, OSError, ValueError) as exc:
-            logger.warning("offline model: the embedder failed (%s); choosing sentences by BM25 alone", type(exc).__name__)
-            return None
-        _vector_cache.put(model, missing, computed)
-        fresh = dict(zip(missing, computed, strict=True))
-        found = [v if v is not None else fresh[t] for t, v in zip(texts, found, strict=True)]
-    return found  # type: ignore[return-value]  # every slot is filled
+    """The vectors of ``texts`` by the sentence embedder, through the process's cache (``VectorCache.embed``)."""
+    return await _vector_cache.embed(_sentence_embedder(), texts)
 
 
 def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
@@ -223,7 +236,7 @@ async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = D
         if not chosen.units:
             vectors = await _embed(embedding_texts(question, numbered, titles=titles, tuning=tuning))
             chosen = _recheck(question, numbered, titles, lambda _texts: vectors, tuning) or chosen
-        return _reply(chosen, titles)
+        return _reply(chosen, titles, _attached(passages))
     vectors = await _embed(embedding_texts(question, numbered, titles=titles, tuning=tuning))
     return answer_from(question, passages, vectors=lambda _texts: vectors, tuning=tuning)
 
@@ -254,13 +267,26 @@ def answer_from(
                     similarity=similarity, tuning=tuning)
     if not chosen.units and similarity is not None and vectors is not None:
         chosen = _recheck(question, numbered, titles, vectors, tuning) or chosen
-    return _reply(chosen, titles)
+    return _reply(chosen, titles, _attached(passages))
 
 
 def _numbered(passages: Sequence[Passage] | Sequence[tuple[int, str]]) -> tuple[list[tuple[int, str]], dict[int, str]]:
     """Each passage as ``(number, text)``, and the titles by number (a bare ``(number, text)`` has none)."""
     numbered = [(p.number, p.text) if isinstance(p, Passage) else (p[0], p[1]) for p in passages]
     return numbered, {p.number: p.title for p in passages if isinstance(p, Passage) and p.title}
+
+
+def _attached(passages: Sequence[Passage] | Sequence[tuple[int, str]]) -> tuple[set[int], set[int]]:
+    """The numbers of the passages from attached files, and of all passages."""
+    numbers = {p.number if isinstance(p, Passage) else p[0] for p in passages}
+    return {p.number for p in passages if isinstance(p, Passage) and p.attached}, numbers
+
+
+def _where(numbers: set[int], attached: set[int]) -> str:
+    """How an answer names the origin of the passages numbered ``numbers``."""
+    if not numbers & attached:
+        return KNOWLEDGE_BASE
+    return ATTACHED_FILES if numbers <= attached else BOTH
 
 
 def _recheck(question: str, numbered: list[tuple[int, str]], titles: dict[int, str], vectors: Vectors,
@@ -278,25 +304,29 @@ def _recheck(question: str, numbered: list[tuple[int, str]], titles: dict[int, s
     return again if any(embedded) else None
 
 
-def _reply(chosen: Selection, titles: dict[int, str]) -> str:
-    """``chosen`` rendered; when it holds nothing, the sentence that says so, naming the closest documents."""
+def _reply(chosen: Selection, titles: dict[int, str], origins: tuple[set[int], set[int]] | None = None) -> str:
+    """``chosen`` rendered; when it holds nothing, the sentence that says so, naming the closest documents.
+    ``origins``: the attached files' passage numbers and all of them (``_attached``), so the answer
+    names where its quotes come from, or where it looked."""
+    attached, offered = origins or (set(), set())
     if not chosen.units:
+        cannot = CANNOT_ANSWER_FROM[_where(offered, attached)]
         names = list(dict.fromkeys(titles[n] for n in chosen.closest if n in titles))[:3]
         if not names:
-            return CANNOT_ANSWER
+            return cannot
         quoted = [f"\u201c{name}\u201d" for name in names]
         listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
-        return f"{CANNOT_ANSWER} The closest documents are {listed}." if len(quoted) > 1 else f"{CANNOT_ANSWER} The closest document is {listed}."
-    return render(chosen)
+        return f"{cannot} The closest documents are {listed}." if len(quoted) > 1 else f"{cannot} The closest document is {listed}."
+    return render(chosen, where=_where({u.passage for u in chosen.units}, attached))
 
 
-def render(chosen: Selection) -> str:
+def render(chosen: Selection, *, where: str = KNOWLEDGE_BASE) -> str:
     """The answer text: sentences quoted as bullets (or as one paragraph for a summary), items and table
     rows (after their header) as bullets, code blocks verbatim on their own lines; every unit followed
-    by its marker."""
+    by its marker. ``where``: the quotes' origin as the introduction names it."""
     shape = chosen.instruction.shape
     if shape == "summary" and all(u.kind == "sentence" for u in chosen.units):
-        return SUMMARY_INTRO + "\n\n" + " ".join(f"{u.text} [{u.passage}]" for u in chosen.units)
+        return SUMMARY_INTRO.format(where=where) + "\n\n" + " ".join(f"{u.text} [{u.passage}]" for u in chosen.units)
     lines: list[str] = []
     for unit in chosen.units:
         if unit.kind == "code":
@@ -305,7 +335,7 @@ def render(chosen: Selection) -> str:
             lines.append(f"- {unit.text} [{unit.passage}]")
         else:
             lines.append(f"- \u201c{unit.text}\u201d [{unit.passage}]")
-    return INTRO + "\n\n" + "\n".join(lines).strip("\n")
+    return INTRO.format(where=where) + "\n\n" + "\n".join(lines).strip("\n")
 
 
 def tool_passages(messages: Sequence[Any]) -> list[tuple[int, str]]:

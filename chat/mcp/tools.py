@@ -27,7 +27,7 @@ from accounts.access import TenantContext
 from accounts.models import Role
 from chat.agent.tools import SEARCH_TOOLS, Found, Toolbox, ToolFailure, tool_specs
 from knowledge import rag
-from knowledge.models import Document, DocumentStatus
+from knowledge.models import API_STATUSES, Document
 
 # MCP name -> the agent tool it adapts.
 _AGENT_NAMES: dict[str, str] = {
@@ -79,8 +79,8 @@ def _list_documents_schema() -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "status": {"type": "string", "enum": list(DocumentStatus.values),
-                       "description": "Only documents in this processing state."},
+            "status": {"type": "string", "enum": list(API_STATUSES),
+                       "description": "Only documents in this state (cancelled: an editor cancelled the latest request)."},
             "metadata": {
                 "type": "object", "maxProperties": MAX_METADATA_FIELDS,
                 "description": "Only documents whose metadata has all these field: value pairs.",
@@ -209,8 +209,8 @@ async def _list_documents(ctx: TenantContext, arguments: dict[str, Any]) -> dict
     if unknown:
         raise ToolError(f"unexpected argument(s) {', '.join(unknown)}; this tool takes status, metadata, limit, offset")
     status = arguments.get("status")
-    if status is not None and status not in DocumentStatus.values:
-        raise ToolError(f"status: must be one of {', '.join(DocumentStatus.values)}")
+    if status is not None and status not in API_STATUSES:
+        raise ToolError(f"status: must be one of {', '.join(API_STATUSES)}")
     metadata = _metadata_filter(arguments.get("metadata"))
     limit = _int_argument(arguments, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     offset = _int_argument(arguments, "offset", 0, 0, MAX_OFFSET)
@@ -221,16 +221,15 @@ def _document_page(ctx: TenantContext, *, status: str | None, metadata: dict[str
     # Newest first, like GET /v1/documents; the tenant filter comes first, always.
     documents = Document.objects.for_tenant(ctx.tenant.pk).order_by("-updated_at", "-id")
     if status:
-        documents = documents.filter(status=status)
+        documents = documents.in_api_status(status)
     if metadata:
         documents = documents.filter(metadata__contains=metadata)  # JSONB containment: every pair must match
     count = documents.count()
-    rows = documents.values("external_id", "title", "uri", "status", "chunk_count", "metadata", "error", "updated_at")
+    rows = documents.only("external_id", "title", "uri", "status", "cancelled", "chunk_count", "metadata", "error", "updated_at")
     page = [
-        {"document_id": row["external_id"], "title": row["title"] or None, "uri": row["uri"] or None, "status": row["status"],
-         "chunk_count": row["chunk_count"], "metadata": row["metadata"], "error": row["error"] or None,
-         "updated_at": row["updated_at"].isoformat()}
-        for row in rows[offset : offset + limit]
+        {"document_id": d.external_id, "title": d.title or None, "uri": d.uri or None, "status": d.api_status,
+         "chunk_count": d.chunk_count, "metadata": d.metadata, "error": d.error or None, "updated_at": d.updated_at.isoformat()}
+        for d in rows[offset : offset + limit]
     ]
     following = offset + limit
     return {"count": count, "offset": offset, "limit": limit, "next_offset": following if following < count else None,

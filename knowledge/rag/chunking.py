@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
+from typing import Any
 
 from knowledge.rag.errors import RAGTypeError, RAGValidationError
 from knowledge.rag.types import RAGDocument
@@ -59,6 +60,50 @@ class FixedSizeChunker:
                     next_start = space
             start = _skip_space(text, next_start)
         return spans
+
+
+class PassageChunker:
+    """A file's own units kept whole: each passage of a document its own chunk, split only when too long.
+
+    Extraction finds self-contained units in some files (a slide, a group of spreadsheet rows under
+    their header row: ``knowledge.extraction.Extracted.passages``) and joins them with blank lines
+    into the document's text; chunking that text by size would merge four short slides into one
+    chunk, or cut a group of rows away from its header. ``passages`` maps a document id to its
+    passages in order, each a verbatim part of the text; ``inner`` cuts a passage longer than
+    one of its chunks, and chunks every other document. A document whose passages are not found
+    in its text in that order is chunked by ``inner`` as a whole, so a mismatch never loses text.
+    """
+
+    def __init__(self, inner: Any, passages: Mapping[str, Sequence[str]]) -> None:
+        self.inner = inner
+        self.passages = passages
+
+    def split(self, document: RAGDocument) -> Sequence[object] | Iterable[object]:
+        passages = [p for p in self.passages.get(document.id, ()) if p.strip()]
+        if not passages or not _in_order(document.text, passages):
+            return _inner_split(self.inner, document)
+        return [piece for passage in passages for piece in _inner_split(self.inner, document, passage)]
+
+
+def _in_order(text: str, parts: Sequence[str]) -> bool:
+    cursor = 0
+    for part in parts:
+        at = text.find(part, cursor)
+        if at < 0:
+            return False
+        cursor = at + len(part)
+    return True
+
+
+def _inner_split(chunker: Any, document: RAGDocument, text: str | None = None) -> Sequence[object] | Iterable[object]:
+    """What ``chunker`` makes of ``document`` (or of ``text``, a part of it, with the document's title and metadata)."""
+    text = document.text if text is None else text
+    spans = getattr(chunker, "spans", None)
+    if callable(spans):
+        return [text[start:end] for start, end in spans(text)]
+    if text is document.text:
+        return chunker.split(document)
+    return list(chunker.split(RAGDocument(document.id, text, title=document.title, uri=document.uri, metadata=document.metadata)))
 
 
 def _skip_space(text: str, i: int) -> int:

@@ -32,6 +32,7 @@ from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.rag import factory, limits
+from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import state
@@ -100,9 +101,12 @@ def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False, ur
 
 def document_ingest(
     *, tenant: Tenant, documents: Sequence[rag.RAGDocument], actor: str, trigger: Trigger = "user",
-    embedder: EmbedderChoice = DEFAULT,
+    embedder: EmbedderChoice = DEFAULT, passages: Mapping[str, Sequence[str]] | None = None,
 ) -> int:
     """Index ``documents`` into ``tenant`` now (the caller waits), replacing earlier versions; returns the chunk count.
+
+    ``passages``: a document id -> the passages its file was extracted as (``Extracted.passages``:
+    slides, groups of rows), each kept a chunk of its own (``PassageChunker``).
 
     THE synchronous write of the product (JSON API, CLI, demo corpus, evaluation corpora).
     The given text becomes each document's source: queued or running background work for
@@ -131,7 +135,8 @@ def document_ingest(
     # By default the tenant's embedding model is followed (and a switch by manage.py reembed while
     # this embeds makes it embed again with the new model).
     follow = factory.embedder_for_model if embedder == DEFAULT else None
-    service = rag.service(guarded, base.embedder, base.chunker, namespace=tenant.slug, embedder_for_model=follow)
+    chunker = PassageChunker(base.chunker, passages) if passages else base.chunker
+    service = rag.service(guarded, base.embedder, chunker, namespace=tenant.slug, embedder_for_model=follow)
     return async_to_sync(service.ingest)(documents, actor=actor, trigger=trigger)
 
 

@@ -31,10 +31,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 from django.utils import timezone
 from django_q.models import Schedule
 
+from common.schedules import schedule_ensure
 from knowledge.models import IndexRebuild
 
 REPAIR_TASK = "knowledge.tasks.repair_indexes"
@@ -214,12 +215,6 @@ def indexes_repair(*, trigger: Trigger = "schedule") -> dict[str, Any]:
 
 
 def repair_schedule_ensure() -> None:
-    """Create the repair ``Schedule`` unless it exists (race-free); migration 0011 creates it first."""
-    if Schedule.objects.filter(name=REPAIR_SCHEDULE_NAME).exists():
-        return
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Schedule.name is not unique: serialize creators so there is exactly one.
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [REPAIR_SCHEDULE_NAME])
-        if not Schedule.objects.filter(name=REPAIR_SCHEDULE_NAME).exists():
-            Schedule.objects.create(name=REPAIR_SCHEDULE_NAME, func=REPAIR_TASK, schedule_type=Schedule.MINUTES,
-                                    minutes=REPAIR_SCHEDULE_MINUTES, repeats=-1)
+    """Create the repair ``Schedule`` unless it exists (migration 0011 creates it first)."""
+    schedule_ensure(REPAIR_SCHEDULE_NAME, REPAIR_TASK, schedule_type=Schedule.MINUTES, minutes=REPAIR_SCHEDULE_MINUTES,
+                    repeats=-1)

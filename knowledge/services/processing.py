@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from enum import Enum
 from typing import Literal
 
@@ -29,8 +30,8 @@ from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
 from knowledge.models import Chunk, Document
 from knowledge.rag import factory, limits
-from knowledge.rag.chunking import chunker_output
-from knowledge.rag.types import Embedder
+from knowledge.rag.chunking import PassageChunker, chunker_output
+from knowledge.rag.types import Chunker, Embedder
 from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
 from knowledge.services import state
 
@@ -90,11 +91,12 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
     with _LeaseKeeper(document.pk, claim.lease_id, floor=document.progress) as keeper:
         try:
             keeper.phase(Phase.EXTRACTING)
-            source = _source_document(document, label)
+            source, passages = _source_document(document, label)
             keeper.report(_EXTRACTED)
             keeper.check()
-            planned = _quota_check(document, source, label)
-            service = _worker_service(claim, embedder, landed, keeper, planned)
+            chunker = _chunker(source, passages)
+            planned = _quota_check(document, source, label, chunker=chunker)
+            service = _worker_service(claim, embedder, landed, keeper, chunker, planned)
             keeper.phase(Phase.EMBEDDING)
             async_to_sync(service.ingest)(
                 [source], actor=document.requested_by or None,
@@ -131,9 +133,11 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
     return _finish_unlanded(claim, error=error, cancelled=cancelled)
 
 
-def _source_document(document: Document, label: str) -> rag.RAGDocument:
-    """The version to index: pasted text, else the stored file, else the current text."""
+def _source_document(document: Document, label: str) -> tuple[rag.RAGDocument, tuple[str, ...]]:
+    """The version to index: pasted text, else the stored file, else the current text; with the
+    file's own passages (slides, groups of rows), each to be a chunk of its own, when it has them."""
     title: str | None = None
+    passages: tuple[str, ...] = ()
     if document.source_text.strip():
         text = document.source_text
     elif document.source_file:
@@ -142,7 +146,7 @@ def _source_document(document: Document, label: str) -> rag.RAGDocument:
             data, filename=document.source_name or document.source_file.name,
             content_type=document.source_content_type or None, max_bytes=settings.QUARRY_UPLOAD_MAX_BYTES,
         )
-        text, title = extracted.text, extracted.title
+        text, title, passages = extracted.text, extracted.title, extracted.passages
     elif document.text.strip():
         text = document.text
     else:
@@ -152,9 +156,15 @@ def _source_document(document: Document, label: str) -> rag.RAGDocument:
                        + limits.editor_bounds(settings.QUARRY_UPLOAD_MAX_BYTES))
     title = (document.title or title or document.source_name)[: limits.MAX_TITLE_CHARS] or None
     try:
-        return rag.RAGDocument(document.external_id, text, title=title, uri=document.uri or None, metadata=document.metadata or {})
+        source = rag.RAGDocument(document.external_id, text, title=title, uri=document.uri or None, metadata=document.metadata or {})
     except (rag.RAGValidationError, rag.RAGTypeError) as exc:
         raise _Failure(f"{label} could not be indexed: {exc.field}: {exc.message}") from None
+    return source, passages
+
+
+def _chunker(source: rag.RAGDocument, passages: Sequence[str]) -> Chunker:
+    """The configured chunker, keeping each of the file's passages whole (``PassageChunker``) when it has them."""
+    return PassageChunker(factory.chunker(), {source.id: passages}) if passages else factory.chunker()
 
 
 def _read_source(document: Document, label: str) -> bytes:
@@ -169,7 +179,9 @@ def _read_source(document: Document, label: str) -> bytes:
         raise _Failure(f"{label}: the uploaded file is missing from storage; upload it again") from None
 
 
-def _quota_check(document: Document, source: rag.RAGDocument, label: str, *, planned: int | None = None, lock: bool = False) -> int | None:
+def _quota_check(
+    document: Document, source: rag.RAGDocument, label: str, *, chunker: Chunker | None = None, planned: int | None = None, lock: bool = False,
+) -> int | None:
     """The chunks ``source`` makes when its tenant bounds its chunks (``Tenant.chunk_quota``), else None.
 
     Raises ``_Failure`` when the tenant's other documents' chunks and these would pass the bound:
@@ -181,7 +193,7 @@ def _quota_check(document: Document, source: rag.RAGDocument, label: str, *, pla
         return None
     if planned is None:
         # What the service's ingest will cut (the same chunker and reader); read to one past the bound at most.
-        pieces, _, _ = chunker_output(rag.tenant_service(tenant.slug, embedder=None).chunker, source, tenant.chunk_quota + 1)
+        pieces, _, _ = chunker_output(chunker or factory.chunker(), source, tenant.chunk_quota + 1)
         planned = len(pieces)
     if lock:
         tenant_row = type(tenant).objects.select_for_update().filter(pk=tenant.pk).values_list("chunk_quota", flat=True).first()
@@ -196,9 +208,11 @@ def _quota_check(document: Document, source: rag.RAGDocument, label: str, *, pla
 
 
 def _worker_service(
-    claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome], keeper: _LeaseKeeper, planned: int | None = None,
+    claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome], keeper: _LeaseKeeper, chunker: Chunker,
+    planned: int | None = None,
 ) -> rag.RAGService:
-    """The tenant's RAG service, with a retrying embedder and a backend that writes only for the lease holder.
+    """The tenant's RAG service, with a retrying embedder, ``chunker`` (``_chunker``) and a backend that writes
+    only for the lease holder.
 
     ``planned``: the document's chunk count when its tenant bounds chunks (re-checked under lock before the swap)."""
     document = claim.document
@@ -233,7 +247,7 @@ def _worker_service(
     if base.embedder is not None:
         model = RetryingEmbedder(base.embedder, retries=settings.QUARRY_EMBEDDING_RETRIES,
                                  delay_seconds=settings.QUARRY_EMBEDDING_RETRY_DELAY_MS / 1000)
-    return rag.service(GuardedBackend(base.backend, before=before, after=after), model, base.chunker, namespace=document.tenant.slug,
+    return rag.service(GuardedBackend(base.backend, before=before, after=after), model, chunker, namespace=document.tenant.slug,
                        embedder_for_model=factory.embedder_for_model if follow else None)
 
 

@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
+from common.schedules import schedule_ensure
 from knowledge.models import Document
 from knowledge.services.index_health import repair_schedule_ensure
 
@@ -118,18 +119,8 @@ def enqueue_on_commit(pks: Sequence[int]) -> None:
 
 
 def reclaim_schedule_ensure() -> None:
-    """Create the every-minute reclaim ``Schedule`` unless it exists (race-free).
-
-    Migration 0005 creates it; this puts it back should it be deleted (by an operator,
-    or a test flushing the tables), and runs whenever work is queued.
-    """
-    if Schedule.objects.filter(name=RECLAIM_SCHEDULE_NAME).exists():
-        return
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Schedule.name is not unique: serialize creators so there is exactly one.
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [RECLAIM_SCHEDULE_NAME])
-        if not Schedule.objects.filter(name=RECLAIM_SCHEDULE_NAME).exists():
-            Schedule.objects.create(name=RECLAIM_SCHEDULE_NAME, func=RECLAIM_TASK, schedule_type=Schedule.MINUTES, minutes=1, repeats=-1)
+    """Create the every-minute reclaim ``Schedule`` unless it exists (migration 0005 creates it first)."""
+    schedule_ensure(RECLAIM_SCHEDULE_NAME, RECLAIM_TASK, schedule_type=Schedule.MINUTES, minutes=1, repeats=-1)
 
 
 def document_label(document: Document) -> str:

@@ -53,6 +53,7 @@
     shownAnswer: null,
     chunkCache: {},      // chunk_id -> chunk (or null: no longer in the knowledge base)
     requestSeq: 0,
+    untitled: null,      // a session started by attaching files, not yet named by a question
   };
 
   /* --- small helpers ------------------------------------------------------------------ */
@@ -190,9 +191,12 @@
         return;
       case "citations":
         if (forPending) {
-          // Both the chat's and the agent's come after the text: they are the passages the answer cited.
+          // The chat's comes first: the context, numbered as the model sees it, which the streamed
+          // text's [n] markers use until "completed" brings the stored answer, renumbered, and what
+          // it cites. The agent's comes after its text: the passages its answer cited.
           pending.citations = data.citations || [];
-          pending.alsoRetrieved = data.also_retrieved || [];
+          pending.alsoRetrieved = [];
+          pending.context = pending.mode !== "agent";
           showSources(pending);
           scheduleRender(pending);
         }
@@ -222,10 +226,14 @@
       case "completed":
         if (forPending) {
           pending.completed = data;
+          if (data.message && typeof data.message.content === "string") pending.text = data.message.content;
           pending.citations = data.citations || pending.citations;
-          pending.alsoRetrieved = data.also_retrieved || pending.alsoRetrieved;
+          pending.alsoRetrieved = data.also_retrieved || [];
+          pending.context = false;
+          if (pending.mode === "agent" && typeof data.run_id === "string") pending.runId = data.run_id;  // feedback addresses it
           adoptTurnIds(pending, data);
           finishPending("completed");
+          if (state.shownAnswer === pending || !state.shownAnswer) showSources(pending);
           touchSession(state.sessionId);
           // A regenerated answer or an edited question is a new version: reload to show the versions.
           if (pending.action) requestHistory(state.sessionId, false);
@@ -264,7 +272,13 @@
       history.pushState({ session: data.session_id }, "", sessionUrl(data.session_id));
       addSessionItem({ session_id: data.session_id, kind: data.kind, title: titleFrom(pending.prompt) }, true);
       el.title.textContent = titleFrom(pending.prompt);
+    } else if (state.untitled === data.session_id && !pending.action) {
+      // Started by attaching files: the server names it after this first question, and so does the page.
+      var item = findSessionItem(data.session_id);
+      if (item) setSessionTitle(item, titleFrom(pending.prompt));
+      el.title.textContent = titleFrom(pending.prompt);
     }
+    state.untitled = null;
     markCurrentSession();
     updateModeHint();
     if (data.created) sessionChanged();
@@ -481,8 +495,9 @@
   function answerFooter(answer) {
     answer.footer.replaceChildren();
     if (answer.citations.length || answer.alsoRetrieved.length) {
-      var button = make("button", "link-button", answer.citations.length
-        ? "Sources (" + answer.citations.length + ")" : "Retrieved passages (" + answer.alsoRetrieved.length + ")");
+      var button = make("button", "link-button", answer.citations.length && !answer.context
+        ? "Sources (" + answer.citations.length + ")"
+        : "Retrieved passages (" + (answer.context ? answer.citations.length : answer.alsoRetrieved.length) + ")");
       button.type = "button";
       button.addEventListener("click", function () { showSources(answer, true); });
       answer.footer.append(button);
@@ -520,13 +535,22 @@
       var alert = make("div", "alert " + (outcome === "error" ? "alert-error" : "alert-notice"));
       alert.setAttribute("role", outcome === "error" ? "alert" : "status");
       alert.append(make("span", null, detail));
-      if (outcome !== "stopped" && code !== "agent_unavailable") {
-        var retry = make("button", "link-button", "Try again");
+      if (code !== "agent_unavailable") {
+        // A stopped or failed answer stored nothing, its question neither: asking again replaces both.
+        var retry = make("button", "link-button", outcome === "stopped" ? "Regenerate" : "Try again");
         retry.type = "button";
         retry.addEventListener("click", function () {
           if (state.pending) return;
           alert.remove();
-          if (!answer.actionSpec) { ask(answer.prompt); return; }
+          if (!answer.actionSpec) {
+            if (answer.question) answer.question.node.remove();
+            answer.node.remove();
+            state.answers = state.answers.filter(function (a) { return a !== answer; });
+            if (state.shownAnswer === answer) resetSources();
+            if (answer.mode) setMode(answer.mode);
+            ask(answer.prompt);
+            return;
+          }
           // An action asks again in place: the failed attempt (and an edit's resent question) goes first.
           dropFrom(answer.actionSpec.type === "edit" && answer.question ? answer.question.node : answer.node);
           ask(answer.prompt, answer.actionSpec);
@@ -566,7 +590,10 @@
         : also.length ? "This answer cites no passage." : "No passages were found for this question.";
       el.sourcesHint.hidden = false;
     } else {
-      el.sourcesHint.hidden = true;
+      // While the chat's answer is written (or after it was stopped) the list is its whole context.
+      el.sourcesHint.textContent = "The passages given to the model, numbered as the answer cites them. " +
+        "A complete answer keeps here only the ones it cites.";
+      el.sourcesHint.hidden = !answer.context;
       sources.forEach(function (source) { el.sources.append(sourceItem(source.citation, source.n)); });
       if (focus) focusSource(sources[0].n);
       showGraph(answer, sources);
@@ -613,7 +640,8 @@
       link.rel = "noopener";
     }
     var snippet = make("p", "source-snippet", "Loading…");
-    var score = make("p", "source-score", "Score " + formatScore(citation.score));
+    // Every store's passages carry the score of their own store's search: one scale (chat/pipeline.py).
+    var score = make("p", "source-score", (citation.file_id ? "Attached file · score " : "Score ") + formatScore(citation.score));
     main.append(link, snippet, score);
     if (citation.graph_path && citation.graph_path.length) {
       main.append(make("p", "source-path", "Found through " + citation.graph_path.join(" → ")));
@@ -648,6 +676,7 @@
       return response.json();
     }).then(function (picture) {
       if (state.shownAnswer !== answer) return;
+      section.hidden = false;  // before drawing: a hidden picture cannot measure its labels
       window.QuarryGraph.draw(canvas, picture, {
         label: function (p) { return "[" + numberOf[p.chunk_id] + "] " + (p.title || p.document_id); },
         href: function (p) { return documentUrl(p); },
@@ -694,7 +723,8 @@
   }
 
   function excerpt(text, size) {
-    var flat = String(text || "").replace(/\s+/g, " ").trim();
+    // Markdown headings' "#" marks are markup, not words of the passage.
+    var flat = String(text || "").replace(/(^|\n)#{1,6}[ \t]+/g, "$1").replace(/\s+/g, " ").trim();
     return flat.length > size ? flat.slice(0, size).replace(/\s+\S*$/, "") + " …" : flat;
   }
 
@@ -730,6 +760,7 @@
       var answer = assistantMessage();
       answer.question = lastQuestion;
       answer.turnId = turn.turn_id || null;
+      answer.runId = turn.run_id || null;
       answer.versions = turn.versions || null;
       answer.feedback = turn.feedback || null;
       answer.text = turn.content;
@@ -1035,6 +1066,7 @@
     adoptNewSession: function (sessionId) {
       state.sessionId = sessionId;
       state.sessionKind = "chat";
+      state.untitled = sessionId;  // until its first question names it (adoptSession)
       history.pushState({ session: sessionId }, "", sessionUrl(sessionId));
       addSessionItem({ session_id: sessionId, kind: "chat", title: "New conversation" }, true);
       markCurrentSession();
@@ -1055,7 +1087,14 @@
       announce: announce,
       busy: function () { return !!state.pending; },
       sessionId: function () { return state.sessionId; },
-      regenerate: function (answer) { ask(answer.question ? answer.question.text : "", { type: "regenerate", answer: answer }); },
+      regenerate: function (answer) {
+        if (answer.runId) {  // the agent keeps no versions: it researches the question again, as a new run
+          setMode("agent");
+          ask(answer.question ? answer.question.text : "");
+          return;
+        }
+        ask(answer.question ? answer.question.text : "", { type: "regenerate", answer: answer });
+      },
       edit: function (question, prompt) { ask(prompt, { type: "edit", question: question }); },
       select: function (turnId) {
         if (state.pending || !state.sessionId) return;

@@ -111,20 +111,22 @@
       }, function () { host.announce("Could not copy: the browser refused the clipboard."); });
     });
     bar.append(copy);
-    if (!answer.turnId) return bar;  // agent answers and unsaved ones: copy only
+    if (!answer.turnId && !answer.runId) return bar;  // unsaved answers: copy only
+    // A chat answer (turnId) gets a new version; an agent's (runId) is researched again, as a new run.
     var again = button("small action-regenerate", "Regenerate", "Answer this question again");
     again.addEventListener("click", function () {
       if (host.busy()) { host.announce("Wait for the answer being written."); return; }
       host.regenerate(answer);
     });
     bar.append(again);
-    var versions = versionSwitch(answer, "Answer");
+    var versions = answer.turnId ? versionSwitch(answer, "Answer") : null;
     if (versions) bar.append(versions);
     bar.append(feedbackControls(answer));
     return bar;
   }
 
   function feedbackUrl(answer) {
+    if (!answer.turnId) return "/v1/agent/runs/" + encodeURIComponent(answer.runId) + "/feedback";
     return "/v1/chat/sessions/" + encodeURIComponent(host.sessionId()) + "/turns/" + answer.turnId + "/feedback";
   }
 
@@ -153,7 +155,7 @@
     var down = button("small feedback-down", "Bad", "Bad answer");
     var form = make("form", "feedback-form");
     form.hidden = true;
-    var id = "feedback-comment-" + answer.turnId;
+    var id = "feedback-comment-" + (answer.turnId || answer.runId);
     var label = make("label", "sr-only", "Comment on this answer (optional)");
     label.htmlFor = id;
     var comment = make("textarea");
@@ -375,12 +377,24 @@
           var link = make("a", "session-link");
           link.href = "/?session=" + encodeURIComponent(session.session_id);
           link.append(make("span", "session-title", session.title));
-          if (session.match) link.append(make("span", "session-match", session.match));
+          if (session.match) link.append(matchSnippet(session.match, query));
           item.append(link);
           results.append(item);
         });
         host.announce(found.length + " conversation" + (found.length === 1 ? "" : "s") + " found.");
       }, function (error) { if (mine === seq) host.announce(error.message); });
+    }
+    /* The hit's text with the query's words marked (text nodes only: the snippet is a message's words). */
+    function matchSnippet(text, query) {
+      var span = make("span", "session-match");
+      var needle = query.trim().replace(/\s+/g, " ").toLowerCase();
+      var lower = text.toLowerCase(), at = 0, found;
+      while (needle && (found = lower.indexOf(needle, at)) !== -1 && lower.length === text.length) {
+        span.append(document.createTextNode(text.slice(at, found)), make("mark", null, text.slice(found, found + needle.length)));
+        at = found + needle.length;
+      }
+      span.append(document.createTextNode(text.slice(at)));
+      return span;
     }
     input.addEventListener("input", function () {
       clearTimeout(timer);

@@ -15,7 +15,8 @@
 
   var SVG = "http://www.w3.org/2000/svg";
   var ROW = 30;
-  var WIDTH = 320;
+  var WIDTH = 460;   // room for an 18-character label (11px) on either side of the links
+  var LABEL = 150;   // from each edge to its column of dots
 
   function svg(name, attributes, text) {
     var node = document.createElementNS(SVG, name);
@@ -59,7 +60,7 @@
     }
     var rows = Math.max(picture.passages.length, picture.entities.length);
     var height = rows * ROW + 10;
-    var passageX = 112, entityX = WIDTH - 112;
+    var passageX = LABEL, entityX = WIDTH - LABEL;
     var picture_ = svg("svg", {
       "class": "graph-svg", viewBox: "0 0 " + WIDTH + " " + height, role: "img",
       "aria-label": "How the passages connect through " + picture.entities.length + " entities",
@@ -98,7 +99,21 @@
       picture_.append(group);
     });
     figure.append(picture_);
+    fit(picture_);
     if (options.describe !== false) figure.append(describe(picture, label));
+  }
+
+  /* Frame the drawing by what was drawn: labels wider than their column (wide letters) are never
+     clipped, and the picture shows at its own size (11px text), shrinking only on narrow screens.
+     A picture drawn while hidden measures nothing and keeps the fixed frame. */
+  function fit(picture) {
+    var box;
+    try { box = picture.getBBox(); } catch (e) { return; }
+    if (!box || !box.width || !box.height) return;
+    var x = Math.floor(box.x) - 4, y = Math.floor(box.y) - 4, w = Math.ceil(box.width) + 8, h = Math.ceil(box.height) + 8;
+    picture.setAttribute("viewBox", [x, y, w, h].join(" "));
+    picture.setAttribute("width", String(w));
+    picture.setAttribute("height", String(h));
   }
 
   /* Pages that ship their picture as JSON: <figure data-graph-picture="id of the JSON block">. */

@@ -240,3 +240,35 @@ def test_code_is_highlighted_tables_render_and_citations_preview_their_passage(
     expect(preview).to_be_hidden()
     page.screenshot(path=tmp_path / "code.png", full_page=True)
     assert watch.errors == [] and watch.dialogs == []
+
+
+def test_a_stopped_answer_offers_regenerate_which_asks_again_in_its_place(
+    corpus: World, replies: FakeOpenAI, context: BrowserContext, tmp_path: Path
+) -> None:
+    watch = Watch()
+    page = watch.attach(context.new_page())
+    sign_in(page)
+    slow = " ".join(f"word{i}" for i in range(300))
+    replies.chat_reply = lambda messages: slow
+    replies.chat_chunk_delay = 0.05  # fifteen seconds for the whole answer
+    box = page.get_by_label("Your question")
+    box.fill("How do editors upload files?")
+    box.press("Enter")
+    answer = page.locator(".message-assistant").last
+    expect(answer.locator(".markdown")).to_contain_text("word3", timeout=30_000)  # the first search loads the embedder
+    page.get_by_role("button", name="Stop").click()
+    expect(answer).to_have_attribute("data-state", "stopped")
+    expect(answer).to_contain_text("Stopped. This answer was not saved.")
+    page.screenshot(path=str(tmp_path / "stopped.png"))
+
+    replies.chat_reply = lambda messages: "Editors upload files in the admin [1]."
+    replies.chat_chunk_delay = 0.0
+    answer.get_by_role("button", name="Regenerate").click()
+    again = page.locator(".message-assistant").last
+    expect(again).to_have_attribute("data-state", "completed")
+    expect(again.locator(".markdown")).to_contain_text("Editors upload files in the admin")
+    # In place of the stopped one: one question, one answer, as the server stored them.
+    expect(page.locator(".message-user")).to_have_count(1)
+    expect(page.locator(".message-assistant")).to_have_count(1)
+    assert list(Turn.objects.order_by("id").values_list("role", flat=True)) == ["user", "assistant"]
+    assert watch.errors == []

@@ -207,9 +207,17 @@ def test_sign_in_ask_open_a_cited_source_and_survive_a_dropped_connection(
     agent_item = page.locator(".session-item").first
     expect(agent_item.locator(".session-badge")).to_be_visible()
     expect(agent_item.locator(".session-link")).to_have_attribute("aria-current", "page")
+    # The agent's answers take the same actions as the chat's: rate it, regenerate it (a new run).
+    agent_answer.get_by_role("button", name="Good answer").click()
+    expect(agent_answer.locator(".feedback-note")).to_have_text("Thanks: feedback saved.")
     page.reload()  # an agent conversation comes back from its runs
     expect(page.locator(".message-assistant .markdown")).to_contain_text("Editors upload files in the admin.")
     expect(page.get_by_label("Agent (multi-step)")).to_be_checked()
+    expect(page.locator(".message-assistant").get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "true")
+    page.locator(".message-assistant").get_by_role("button", name="Answer this question again").click()
+    expect(page.locator(".message-assistant")).to_have_count(2)
+    expect(page.locator(".message-assistant").last).to_have_attribute("data-state", "completed", timeout=30_000)
+    expect(page.locator(".message-assistant").last.get_by_role("button", name="Bad answer")).to_be_visible()
     page.screenshot(path=tmp_path / "agent.png", full_page=True)
     assert watch.errors == [] and watch.dialogs == []
 

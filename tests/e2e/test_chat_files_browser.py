@@ -61,12 +61,19 @@ def test_attach_a_file_watch_it_index_and_get_an_answer_citing_it(
     expect(item.locator(".attached-status")).to_have_text(re.compile(r"Ready · 1 passage"), timeout=60_000)
     page.screenshot(path=str(tmp_path / "attached.png"))
 
+    session_item = page.locator(".session-item").first
+    expect(session_item.locator(".session-title")).to_have_text("New conversation")
     answer = ask(page, QUESTION)
     expect(answer).to_have_attribute("data-state", "completed")
+    # Its first question names the conversation at once, as the server does (not only after a reload).
+    expect(page.locator("#conversation-title")).to_have_text(QUESTION)
+    expect(session_item.locator(".session-title")).to_have_text(QUESTION)
     expect(answer.locator(".markdown")).to_contain_text("three purple keys")
+    expect(answer.locator(".markdown")).to_contain_text("From the attached files:")
     answer.locator("a.cite").first.click()
     source = page.locator(".sources .source").first
     expect(source.locator(".source-title")).to_have_text("zanzibar.txt (attached)")
+    expect(source.locator(".source-score")).to_have_text(re.compile(r"^Attached file · score \d\.\d+$"))
     expect(source.locator(".source-snippet")).to_contain_text("purple keys")
     assert source.locator(".source-title").get_attribute("href") is None  # no knowledge-base page for it
     page.screenshot(path=str(tmp_path / "answered.png"))

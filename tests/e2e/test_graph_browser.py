@@ -23,6 +23,8 @@ def linked(world: World) -> World:
 
 
 def test_document_page_draws_how_its_passage_connects_and_links_onward(linked: World, context: BrowserContext, watch: Watch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # A long title of wide letters: its label is cut to 18 characters, still wider than a fixed column.
+    ingest("acme", [doc("hello", title="WWWWWWWWWWWWWWWWWWWW: Hello Love (song)")])
     page = watch.attach(context.new_page())
     sign_in(page)
     page.goto("/documents/hello?chunk=hello:0&tenant=acme")
@@ -33,6 +35,18 @@ def test_document_page_draws_how_its_passage_connects_and_links_onward(linked: W
     expect(figure.locator(".graph-fallback li > strong").filter(has_text=re.compile(r"^Hank Snow$"))).to_be_visible()  # the text version
     lines = figure.locator("svg .graph-links line")
     assert lines.count() >= 2
+    # Every label shows whole: none reaches past the picture's edges (the left one was clipped).
+    svg_box = figure.locator("svg.graph-svg").bounding_box()
+    assert svg_box is not None
+    for text in figure.locator("svg text").all():
+        box = text.bounding_box()
+        assert box is not None and box["x"] >= svg_box["x"] - 0.5, text.text_content()
+        assert box["x"] + box["width"] <= svg_box["x"] + svg_box["width"] + 0.5, text.text_content()
+    # The cited passage is highlighted by its background only: a frame on an inline mark is drawn
+    # around every line, blank ones included.
+    passage = page.locator("mark#passage")
+    passage.focus()
+    assert passage.evaluate("m => [getComputedStyle(m).boxShadow, getComputedStyle(m).outlineStyle]") == ["none", "none"]
     page.screenshot(path=str(tmp_path / "document-graph.png"), full_page=True)
     assert "Project Tundra" not in page.content()  # globex's graph is not ours
     figure.locator("svg .graph-passage a", has_text="Hank Snow").first.click()

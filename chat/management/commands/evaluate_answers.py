@@ -160,7 +160,8 @@ class Command(BaseCommand):
             retrieval_ms = 1000 * (time.perf_counter() - retrieval_started)
         finally:
             await db_step(lambda: ChatSession.objects.filter(pk=session.pk).delete())
-        text = "".join(parts)
+        # The answer as stored (its markers renumbered like its citations); the streamed text keeps the model's.
+        text = str((completed.get("message") or {}).get("content") or "".join(parts))
         documents = list(dict.fromkeys(c["document_id"] for c in completed.get("citations", [])))
         hits = len(set(documents) & relevant)
         return {

@@ -62,7 +62,7 @@ class Command(BaseCommand):
                     # source_path names the file the id belongs to (documents.document_file_name).
                     metadata={"source_name": path.name, "source_path": relative},
                 )
-                chunks += document_ingest(tenant=found, documents=[doc], actor=actor)
+                chunks += document_ingest(tenant=found, documents=[doc], actor=actor, passages={doc.id: extracted.passages})
                 documents += 1
             except ExtractionError as exc:
                 # An unsupported type is skipped; anything else about the file is a failure.
