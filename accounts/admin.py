@@ -14,16 +14,22 @@ from accounts.selectors import membership_role
 from accounts.services import api_token_create, api_token_revoke
 
 
+# Users are chosen by typing a name (Django's autocomplete over the user admin's search fields:
+# username, names, email), never by their numeric id.
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
-    raw_id_fields = ["user"]
+    autocomplete_fields = ["user"]
 
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
+    # Not ``private_to``: the chat makes a conversation's private store; choosing one here would hide this tenant.
+    fields = ["slug", "name", "chunk_quota", "chunk_quota_name"]
     inlines = [MembershipInline]
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -39,7 +45,7 @@ class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", "tenant"]
     list_select_related = ["user", "tenant"]
-    raw_id_fields = ["user"]
+    autocomplete_fields = ["user"]
     search_fields = ["user__username", "tenant__slug"]
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -58,7 +64,7 @@ class ApiTokenForm(forms.ModelForm):
             held = membership_role(user=owner, tenant=tenant)
             if held is None or Role.rank(held) < Role.rank(role):
                 raise forms.ValidationError(
-                    f"{owner} is not a {role} of tenant {tenant}; a token cannot carry more rights than its owner."
+                    f"{owner} is not {Role.with_article(role)} of tenant {tenant}; a token cannot carry more rights than its owner."
                 )
         return data
 
@@ -69,7 +75,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ["prefix", "name", "tenant", "owner", "role", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["role", "tenant"]
     list_select_related = ["tenant", "owner"]
-    raw_id_fields = ["owner"]
+    autocomplete_fields = ["owner"]
     readonly_fields = ["prefix", "created_at", "last_used_at", "revoked_at"]
     fields = ["tenant", "owner", "role", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke_selected"]

@@ -27,6 +27,12 @@ class Role(models.TextChoices):
     def lowest(cls, *roles: str) -> Role:
         return cls(min(roles, key=cls.rank))
 
+    @classmethod
+    def with_article(cls, role: str) -> str:
+        """The role as a sentence names it: "a reader", "an editor", "an admin"."""
+        name = cls(role).value
+        return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
 
 class TenantQuerySet(models.QuerySet["Tenant"]):
     def public(self) -> TenantQuerySet:

@@ -20,7 +20,7 @@ class _TenantRole(permissions.BasePermission):
         context = resolve_tenant_context(request)
         if not context.has_role(self.required):
             raise exceptions.PermissionDenied(
-                f"This needs the {self.required} role in tenant {context.tenant.slug}; you are a {context.role}."
+                f"This needs the {self.required} role in tenant {context.tenant.slug}; you are {Role.with_article(context.role)}."
             )
         return True
 

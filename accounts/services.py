@@ -76,7 +76,7 @@ def api_token_create(*, tenant: Tenant, owner: AbstractBaseUser, role: Role | st
     if not getattr(owner, "is_superuser", False):
         held = Membership.objects.filter(user=owner, tenant=tenant).values_list("role", flat=True).first()
         if held is None or Role.rank(held) < Role.rank(role):
-            raise ValidationError(f"{owner} is not a {role} of tenant {tenant.slug}; a token cannot carry more rights than its owner.")
+            raise ValidationError(f"{owner} is not {Role.with_article(role)} of tenant {tenant.slug}; a token cannot carry more rights than its owner.")
     secret = ApiToken.PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         tenant=tenant,

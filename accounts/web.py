@@ -12,6 +12,7 @@ and everything else (the JSON API) a policy that allows nothing at all.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -22,7 +23,9 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.html import format_html
 from django.views.decorators.cache import never_cache
 
 from accounts.access import NoTenant, TenantContext, editable_tenants, page_tenant
@@ -183,12 +186,43 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._allowed(request, obj)
 
+    def get_list_display(self, request: HttpRequest) -> Any:
+        # One tenant's name on every row is width the other columns need (a change list must fit 1280 px).
+        columns = super().get_list_display(request)
+        if "tenant" in columns and len(editable_tenants(request)) < 2:
+            return [column for column in columns if column != "tenant"]
+        return columns
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             # Every tenant but the private stores: a conversation's files are its owner's alone.
             return queryset.filter(tenant__private_to__isnull=True)
         return queryset.filter(tenant__in=editable_tenants(request))
+
+
+def admin_time_texts(value: datetime) -> dict[str, str]:
+    """A time as the admin's lists show it: ``short`` ("2026-12-05 19:13"), ``full`` (the tooltip), ``iso``."""
+    local = timezone.localtime(value)
+    return {"short": local.strftime("%Y-%m-%d %H:%M"), "full": local.strftime("%A %d %B %Y, %H:%M:%S %Z"),
+            "iso": local.isoformat()}
+
+
+def admin_time(value: datetime | None, *, live: int | None = None) -> str:
+    """A change list's time: short and on one line, the full one in its tooltip (``admin_time_texts``).
+    ``live``: the row's id, for a list whose script keeps the time current (``data-quarry-time``)."""
+    if value is None:
+        return "—"
+    texts = admin_time_texts(value)
+    return format_html('<time class="quarry-time" datetime="{}" title="{}"{}>{}</time>', texts["iso"], texts["full"],
+                       format_html(' data-quarry-time="{}"', live) if live is not None else "", texts["short"])
+
+
+def admin_excerpt(text: str, limit: int) -> str:
+    """A long text in a change list: its first ``limit`` characters, all of it (up to 1,000) in the tooltip."""
+    if len(text) <= limit:
+        return text
+    return format_html('<span title="{}">{}…</span>', text[:1000], text[: limit - 1])
 
 
 def tenant_choices(request: HttpRequest) -> QuerySet[Tenant]:

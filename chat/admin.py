@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 
 from accounts.models import Role, Tenant
 from accounts.selectors import tenants_for_user
-from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin
+from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_excerpt, admin_time
 from chat.models import Feedback
 from knowledge.models import ConversationFile
 from knowledge.rag import limits
@@ -27,7 +27,9 @@ from knowledge.rag import limits
 class FeedbackAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Thumbs up / down with comments, newest first; nothing here changes them (readers do, in the chat)."""
 
-    list_display = ["updated_at", "tenant", "rating", "question_preview", "comment_preview", "cited", "model"]
+    # Fits 1280 px beside the sidebars: the model and the full texts are on each feedback's own page.
+    list_display = ["updated", "tenant", "rating", "question_preview", "comment_preview", "cited"]
+    list_display_links = ["updated"]
     list_filter = ["rating", TenantFilter]
     list_select_related = ["tenant"]
     search_fields = ["question", "comment"]
@@ -37,15 +39,19 @@ class FeedbackAdmin(ReadOnlyAdmin, TenantScopedAdmin):
               "created_at", "updated_at"]
     readonly_fields = fields
 
+    @admin.display(description="Updated", ordering="updated_at")
+    def updated(self, obj: Feedback) -> str:
+        return admin_time(obj.updated_at)
+
     @admin.display(description="Question")
     def question_preview(self, obj: Feedback) -> str:
-        return obj.question if len(obj.question) <= 90 else obj.question[:89] + "…"
+        return admin_excerpt(obj.question, 90)
 
     @admin.display(description="Comment")
     def comment_preview(self, obj: Feedback) -> str:
-        return obj.comment if len(obj.comment) <= 90 else obj.comment[:89] + "…"
+        return admin_excerpt(obj.comment, 90)
 
-    @admin.display(description="Citations")
+    @admin.display(description="Cited")
     def cited(self, obj: Feedback) -> int:
         return len(obj.citations or [])
 

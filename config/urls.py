@@ -30,6 +30,10 @@ class RedocView(SpectacularRedocView):
         response["Content-Security-Policy"] = content_security_policy_for_redoc(request)
         return response
 
+# The admin's header and tab titles name the product (templates/admin/base_site.html shows them).
+admin.site.site_header = "Quarry administration"
+admin.site.site_title = "Quarry admin"
+
 api_v1 = [
     path("me", accounts_api.MeApi.as_view(), name="me"),
     path("tokens", accounts_api.TokenListApi.as_view(), name="tokens"),
@@ -61,6 +65,7 @@ api_v1 = [
     # The split view serves Swagger UI's set-up as a script file: the Content-Security-Policy allows no inline script.
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="docs"),
     # Redoc from the sidecar's static files; templates/drf_spectacular/redoc.html drops the stock page's web fonts.
+    path("redoc.js", views.redoc_script, name="redoc-script"),
     path("redoc", RedocView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="redoc"),
 ]
 
@@ -73,6 +78,7 @@ handler500 = "config.views.server_error"
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("v1/", include((api_v1, "v1"))),
     # The end users' pages: "/" is the chat (sign-in first), plus search and documents.

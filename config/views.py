@@ -1,4 +1,4 @@
-"""Health endpoints, and the error pages: JSON in the API's error shape under /v1/, HTML elsewhere.
+"""Health endpoints, the site icon, Redoc's script, and the error pages: JSON in the API's error shape under /v1/, HTML elsewhere.
 
 Django calls the error handlers (``handler400`` ... ``handler500`` in config/urls.py) for what
 no view answered: an unknown URL, a disallowed host, or an exception raised in a view or a
@@ -11,15 +11,18 @@ strict Content-Security-Policy, never Django's error pages, which style themselv
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 
+from django.contrib.staticfiles import finders
 from django.db import DatabaseError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 
 from config.db import database_error_kind
 from config.middleware import API_PREFIX, database_error_response, error_body, internal_error_response, request_id_of
@@ -47,6 +50,36 @@ def readyz(request: HttpRequest) -> JsonResponse:
             return JsonResponse({"status": "overloaded", "database": "busy", "detail": detail}, status=503)
         return JsonResponse({"status": "unavailable", "database": "unreachable", "detail": detail}, status=503)
     return JsonResponse({"status": "ok", "database": "ok"})
+
+
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """The product's icon for browsers that ask for /favicon.ico (a page that names no icon: JSON in a tab)."""
+    return HttpResponsePermanentRedirect(static("chat/favicon.svg"))
+
+
+# Redoc's footer draws its maker's logo from this address, which no option changes; the pages' policy
+# refuses it (a console error on every load) and Quarry loads nothing from other sites.
+REDOC_BUNDLE = "drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js"
+REDOC_LOGO_URL = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+@functools.cache
+def _redoc_script() -> bytes:
+    """The sidecar's Redoc bundle with the footer's logo served by us (read once per process)."""
+    path = finders.find(REDOC_BUNDLE)
+    if not path:
+        raise FileNotFoundError(f"{REDOC_BUNDLE} is missing: is drf-spectacular-sidecar installed?")
+    with open(path, "rb") as bundle:
+        return bundle.read().replace(REDOC_LOGO_URL, static("docs/redoc-logo.svg").encode())
+
+
+@require_safe
+def redoc_script(request: HttpRequest) -> HttpResponse:
+    """Redoc for /v1/redoc (templates/drf_spectacular/redoc.html), its logo from this site."""
+    response = HttpResponse(_redoc_script(), content_type="text/javascript; charset=utf-8")
+    response["Cache-Control"] = "public, max-age=3600"
+    return response
 
 
 def _api(request: HttpRequest) -> bool:

@@ -28,7 +28,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
-from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, tenant_choices
+from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts, tenant_choices
 from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import (
@@ -55,6 +55,7 @@ from knowledge.selectors import (
     document_chunk_rows,
     tenant_model_subquery,
     document_display,
+    document_list_label,
     document_progress,
     entity_mentions,
     entity_neighbors,
@@ -76,7 +77,7 @@ def _actor(request: HttpRequest) -> str:
 @admin.register(Document)
 class DocumentAdmin(TenantScopedAdmin):
     form = DocumentChangeForm
-    list_display = ["label", "tenant", "status_progress", "chunks", "version_cell", "model_cell", "updated_at"]
+    list_display = ["label", "tenant", "status_progress", "chunks", "version_cell", "model_cell", "updated"]
     list_display_links = ["label"]
     list_filter = ["status", TenantFilter]
     list_select_related = ["tenant"]
@@ -111,9 +112,9 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Document", ordering="external_id")
     def label(self, obj: Document) -> str:
-        # The title an editor gave or the file carried comes first; the file name is the fallback.
-        name = obj.title or state.document_label(obj)
-        return name if name == obj.external_id else f"{name} ({obj.external_id})"
+        # documents.js replaces the text from the progress poll: processing can set the title (the file's own).
+        return format_html('<span data-quarry-label="{}">{}</span>', obj.pk,
+                           document_list_label(title=obj.title, source_name=obj.source_name, external_id=obj.external_id))
 
     @admin.display(description="Status", ordering="status")
     def status_progress(self, obj: Document) -> str:
@@ -144,9 +145,15 @@ class DocumentAdmin(TenantScopedAdmin):
     def version_cell(self, obj: Document) -> str:
         return format_html('<span data-quarry-version="{}">{}</span>', obj.pk, obj.version)
 
-    @admin.display(description="Embedding model", ordering="embedding_model")
+    @admin.display(description="Model", ordering="embedding_model")
     def model_cell(self, obj: Document) -> str:
-        return format_html('<span data-quarry-model="{}">{}</span>', obj.pk, obj.embedding_model or "—")
+        # Model ids are long ("local/bge-small-en-v1.5-int8"): cut to the column's width, whole in the tooltip.
+        return format_html('<span class="quarry-model" data-quarry-model="{}" title="{}">{}</span>',
+                           obj.pk, obj.embedding_model, obj.embedding_model or "—")
+
+    @admin.display(description="Updated", ordering="updated_at")
+    def updated(self, obj: Document) -> str:
+        return admin_time(obj.updated_at, live=obj.pk)
 
     @admin.display(description="Tenant")
     def tenant_slug(self, obj: Document) -> str:
@@ -313,6 +320,7 @@ class DocumentAdmin(TenantScopedAdmin):
         labels = dict(DocumentStatus.choices)
         return JsonResponse({"documents": [
             {**row, "status_label": labels[row["status"]], "updated_at": row["updated_at"].isoformat(),
+             "updated": admin_time_texts(row["updated_at"]),
              "eta_at": row["eta_at"].isoformat() if row["eta_at"] else None}
             for row in rows
         ]})
@@ -388,11 +396,15 @@ class DocumentAdmin(TenantScopedAdmin):
 class AuditEventAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Who changed what: read-only."""
 
-    list_display = ["at", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
+    list_display = ["when", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
     list_filter = ["action", "trigger", TenantFilter]
     list_select_related = ["tenant"]
     show_full_result_count = False
     search_fields = ["actor"]
+
+    @admin.display(description="At", ordering="at")
+    def when(self, obj: AuditEvent) -> str:
+        return admin_time(obj.at)  # to the minute: the default format rounds an audit trail to the hour ("7 p.m.")
 
     @admin.display(description="Documents")
     def documents(self, obj: AuditEvent) -> str:
@@ -574,8 +586,8 @@ class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
         )
         more = "" if obj.chunk_count <= len(rows) else format_html("<p>The first {} of {} chunks.</p>", len(rows), obj.chunk_count)
         return format_html(
-            '<table class="quarry-graph"><thead><tr><th>Document</th><th>Chunk</th><th>Found by</th><th>Weight</th></tr></thead>'
-            "<tbody>{}</tbody></table>{}", body, more,
+            '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Document</th><th>Chunk</th>'
+            "<th>Found by</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>{}", body, more,
         )
 
     @admin.display(description="Neighbours (through relations its chunks state)")
@@ -589,6 +601,6 @@ class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
               ", ".join(row["predicates"]), row["chunks"], row["weight"]) for row in rows),
         )
         return format_html(
-            '<table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th><th>Chunks</th><th>Weight</th></tr></thead>'
-            "<tbody>{}</tbody></table>", body,
+            '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th>'
+            "<th>Chunks</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>", body,
         )

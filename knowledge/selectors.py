@@ -87,14 +87,25 @@ PROGRESS_FIELDS = (
 )
 
 
+def document_list_label(*, title: str, source_name: str, external_id: str) -> str:
+    """How the editors' list names a document: the title an editor gave or its file carried, else the
+    file name, with the id beside it when that differs ("Harbor notes (harbor-notes.md)")."""
+    name = title or source_name or external_id
+    return name if name == external_id else f"{name} ({external_id})"
+
+
 def document_progress(*, documents: "QuerySet[Document]", ids: Sequence[int]) -> list[dict[str, object]]:  # noqa: F821
     """Status, progress and phase of the documents with these primary keys, among ``documents`` (already scoped),
-    each with its ``display`` (``document_display``) for the configured embedding model."""
+    each with its ``display`` (``document_display``) for the configured embedding model and its ``label``
+    (``document_list_label``: processing can set the title, from the file's own)."""
     configured = current_embedding_model()
     now = timezone.now()
-    rows = list(documents.filter(pk__in=list(ids)).order_by().annotate(tenant_model=tenant_model_subquery()).values(*PROGRESS_FIELDS, "tenant_model"))
+    rows = list(documents.filter(pk__in=list(ids)).order_by().annotate(tenant_model=tenant_model_subquery())
+                .values(*PROGRESS_FIELDS, "tenant_model", "title", "source_name", "external_id"))
     return [
-        {**row, "display": document_display(row, current_model=row.pop("tenant_model") or configured, now=now)} for row in rows
+        {**row, "display": document_display(row, current_model=row.pop("tenant_model") or configured, now=now),
+         "label": document_list_label(title=row.pop("title"), source_name=row.pop("source_name"), external_id=row.pop("external_id"))}
+        for row in rows
     ]
 
 

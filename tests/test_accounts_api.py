@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.test import override_settings
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken, Membership, Role
-from accounts.services import api_token_revoke
+from accounts.services import api_token_create, api_token_revoke
 from tests.conftest import World
 from tests.factories import make_tenant, make_token
 
@@ -117,7 +118,14 @@ def test_reader_cannot_manage_tokens(world: World) -> None:
 
 
 def test_editor_cannot_manage_tokens(world: World) -> None:
-    assert world.client(world.editor).post("/v1/tokens", {"role": "reader"}, format="json").status_code == 403
+    response = world.client(world.editor).post("/v1/tokens", {"role": "reader"}, format="json")
+    assert response.status_code == 403
+    assert response.json()["detail"] == "This needs the admin role in tenant acme; you are an editor."
+
+
+def test_a_token_above_its_owners_role_is_refused_naming_the_role_with_its_article(world: World) -> None:
+    with pytest.raises(ValidationError, match="is not an admin of tenant acme; a token cannot carry"):
+        api_token_create(tenant=world.acme, owner=world.editor, role="admin")
 
 
 def test_admin_creates_token_shown_once_and_usable(world: World) -> None:

@@ -240,11 +240,12 @@ def test_changelist_is_cheap_and_shows_progress(staff: World, django_assert_max_
 def test_progress_endpoint_reports_only_documents_in_scope(staff: World) -> None:
     mine = indexed(staff, "mine", "Ours.")
     theirs = indexed(staff, "theirs", "Globex only.", tenant="globex")
-    Document.objects.filter(pk=mine.pk).update(status="processing", progress=0.5, cancel_requested=True)
+    Document.objects.filter(pk=mine.pk).update(status="processing", progress=0.5, cancel_requested=True, title="Our notes")
     response = login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": f"{mine.pk},{theirs.pk}"})
     assert response.status_code == 200
     [row] = response.json()["documents"]
     assert (row["id"], row["status"], row["status_label"], row["progress"], row["cancel_requested"]) == (mine.pk, "processing", "Processing", 0.5, True)
+    assert row["label"] == "Our notes (mine)"  # as the list names it: the poll keeps the name current too
     assert login(staff.editor).get(reverse("admin:knowledge_document_progress"), {"ids": "1,x"}).status_code == 400
 
 
@@ -433,6 +434,28 @@ def test_superuser_sees_every_tenant(staff: World) -> None:
     listed = login(root).get(CHANGELIST)
     assert sorted(d.external_id for d in listed.context["cl"].result_list) == ["mine", "theirs"]
     assert re.search(r"Upload documents", listed.content.decode())
+
+
+def test_the_tenant_form_cannot_turn_a_tenant_into_a_private_store(staff: World) -> None:
+    """A private store belongs to one conversation; choosing one in the form would hide the tenant from everyone."""
+    client = login(make_user("root", superuser=True))
+    url = f"/admin/accounts/tenant/{staff.acme.pk}/change/"
+    page = client.get(url)
+    assert page.status_code == 200 and 'name="chunk_quota"' in page.content.decode()
+    assert 'name="private_to"' not in page.content.decode()
+    form = page.context["adminform"].form
+    data = {**{name: form[name].value() or "" for name in form.fields}, "private_to": staff.globex.pk,
+            **{f"memberships-{key}": value for key, value in (("TOTAL_FORMS", "0"), ("INITIAL_FORMS", "0"))}}
+    assert client.post(url, data).status_code == 302
+    staff.acme.refresh_from_db()
+    assert staff.acme.private_to is None
+
+
+def test_the_audit_list_gives_each_event_its_minute(staff: World) -> None:
+    indexed(staff, "mine", "Ours.")
+    event = AuditEvent.objects.get(tenant=staff.acme)
+    page = login(staff.editor).get("/admin/knowledge/auditevent/").content.decode()
+    assert f'>{timezone.localtime(event.at).strftime("%Y-%m-%d %H:%M")}</time>' in page
 
 
 # --- the entity browser --------------------------------------------------------------------------

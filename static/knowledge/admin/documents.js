@@ -1,4 +1,4 @@
-/* Keeps the documents' status, phase, progress bars, version and embedding model current while work is queued or running.
+/* Keeps the documents' titles, status, phase, progress bars, version, embedding model and update time current while work is queued or running.
  * Polls the admin's JSON endpoint (tenant-scoped, like the list) for the listed ids only,
  * and stops once nothing on the page is queued or processing. No build step, no globals. */
 (function () {
@@ -27,9 +27,16 @@
     el.querySelector(".quarry-progress-error").textContent = doc.status === "failed" ? doc.error : "";
     var reindex = el.querySelector(".quarry-reindex");
     if (reindex) { reindex.hidden = !shown.reindex_needed; }
+    setAll('[data-quarry-label="' + doc.id + '"]', doc.label);
     setAll('[data-quarry-chunks="' + doc.id + '"]', String(doc.chunk_count));
     setAll('[data-quarry-version="' + doc.id + '"]', String(doc.version));
     setAll('[data-quarry-model="' + doc.id + '"]', doc.embedding_model || "\u2014");
+    document.querySelectorAll('[data-quarry-model="' + doc.id + '"]').forEach(function (node) { node.title = doc.embedding_model || ""; });
+    document.querySelectorAll('[data-quarry-time="' + doc.id + '"]').forEach(function (node) {
+      node.textContent = doc.updated.short;
+      node.title = doc.updated.full;
+      node.setAttribute("datetime", doc.updated.iso);
+    });
   }
 
   function setAll(selector, text) {
