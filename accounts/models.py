@@ -119,6 +119,7 @@ class ApiToken(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "owner"], name="apitoken_tenant_owner")]  # admin lists
+        verbose_name = "API token"  # not Django's "api token" from the class name
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.tenant}, {self.role})"

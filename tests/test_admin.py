@@ -436,6 +436,11 @@ def test_superuser_sees_every_tenant(staff: World) -> None:
     assert re.search(r"Upload documents", listed.content.decode())
 
 
+def test_the_admin_index_names_api_tokens_as_such(staff: World) -> None:
+    index = login(make_user("root", superuser=True)).get("/admin/").content.decode()
+    assert ">API tokens<" in index and "Api tokens" not in index
+
+
 def test_the_tenant_form_cannot_turn_a_tenant_into_a_private_store(staff: World) -> None:
     """A private store belongs to one conversation; choosing one in the form would hide the tenant from everyone."""
     client = login(make_user("root", superuser=True))
