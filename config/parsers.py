@@ -130,6 +130,11 @@ class BoundedJSONFormField(forms.JSONField):
         except ValueError as exc:
             raise forms.ValidationError(f"Enter a valid JSON: {exc}.", code="invalid") from None
 
+    def prepare_value(self, value: Any) -> Any:
+        # A bound form without the field (a search URL with no filters) has None: show an empty
+        # box, not the JSON "null" the user never typed.
+        return "" if value is None else super().prepare_value(value)
+
     def bound_data(self, data: Any, initial: Any) -> Any:
         if self.disabled:
             return initial

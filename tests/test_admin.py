@@ -436,6 +436,12 @@ def test_superuser_sees_every_tenant(staff: World) -> None:
     assert re.search(r"Upload documents", listed.content.decode())
 
 
+def test_the_search_playground_shows_no_null_when_the_url_has_no_filters(staff: World) -> None:
+    page = login(staff.editor).get(reverse("admin:knowledge_document_search"), {"query": "uploads", "mode": "keyword"})
+    box = re.search(r'<textarea name="filters"[^>]*>(.*?)</textarea>', page.content.decode(), re.S)
+    assert page.status_code == 200 and box is not None and box.group(1).strip() == ""
+
+
 def test_the_admin_index_names_api_tokens_as_such(staff: World) -> None:
     index = login(make_user("root", superuser=True)).get("/admin/").content.decode()
     assert ">API tokens<" in index and "Api tokens" not in index
