@@ -116,9 +116,15 @@ def highlight(text: str, pattern: re.Pattern[str] | None) -> SafeString:
     return mark_safe("".join(parts))  # noqa: S308 - built from escaped pieces only
 
 
+_HEADING_MARKS = re.compile(r"(^|\n)#{1,6}[ \t]+")
+
+
 def snippet(text: str, pattern: re.Pattern[str] | None, size: int = SNIPPET_CHARS) -> SafeString:
-    """About ``size`` characters of ``text`` around its first match, cut at spaces, highlighted."""
-    text = " ".join(text.split())
+    """About ``size`` characters of ``text`` around its first match, cut at spaces, highlighted.
+
+    Markdown headings' ``#`` marks are markup, not words of the passage: they are left out.
+    """
+    text = " ".join(_HEADING_MARKS.sub(r"\1", text).split())
     match = pattern.search(text) if pattern is not None else None
     start = 0 if match is None else max(0, match.start() - size // 3)
     if start:

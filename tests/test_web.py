@@ -290,6 +290,9 @@ def test_highlighting_escapes_every_piece() -> None:
     long = "x " * 300 + "the upload happens here " + "y " * 300
     cut = snippet(long, terms_pattern(["upload"]), size=100)
     assert cut.startswith("… ") and cut.endswith(" …") and "<mark>upload</mark>" in cut and len(cut) < 160
+    # Markdown heading marks are markup, not words: a passage's "## Uploads" reads "Uploads".
+    assert snippet("# Guide\n\n## Uploads\nEditors upload files. Not #1 though.", terms_pattern(["upload"])) == (
+        "Guide <mark>Uploads</mark> Editors <mark>upload</mark> files. Not #1 though.")
 
 
 # --- error pages: Quarry's own, styled under the page policy, in every mode -----------------------------------
