@@ -70,6 +70,7 @@ def source_create(*, tenant: Tenant, name: object, kind: object, config: object,
                 source_sync_request(source=source, trigger="created")
     except IntegrityError:
         raise ConfigError("name", f"the tenant already has a source named {checked_name!r}") from None
+    source.refresh_from_db()
     return source
 
 
@@ -101,6 +102,12 @@ def source_update(*, source: Source, name: object = UNSET, config: object = UNSE
         if changes:
             locked.save(update_fields=[*changes, "updated_at"])
     return locked
+
+
+def source_config_check(*, source: Source | None, kind: str, config: object) -> None:
+    """Check (and probe) a configuration for a new source or a change of ``source``, storing nothing
+    (the admin's form); its secrets left out count as kept. Raises ``ConfigError`` naming the field."""
+    config_check(kind=kind, config=config, kept_secrets=secrets_open(source.secrets) if source is not None else None)
 
 
 def source_secret_names(source: Source) -> list[str]:
