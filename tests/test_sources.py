@@ -218,3 +218,73 @@ def test_secrets_are_encrypted_at_rest_and_kept_on_change(world: World, settings
     updated = source_update(source=raw, config={"url": "https://intranet.example/docs/"}, probe=False, actor="e")
     assert secrets_open(updated.secrets) == {"authorization": "Bearer hunter2-secret"}
     assert source_secret_names(updated) == ["authorization"]
+
+
+# --- Admin and commands -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def staff(world: World) -> World:
+    for user in (world.editor, world.outsider):
+        user.is_staff = True
+        user.save()
+    return world
+
+
+def admin_client(user: Any) -> Any:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_admin_adds_edits_pauses_syncs_and_removes_a_source(staff: World, share: Path) -> None:
+    client = admin_client(staff.editor)
+    refused = client.post("/admin/sources/source/add/", {"tenant": staff.acme.pk, "name": "Etc", "kind": "folder",
+                                                           "config": '{"path": "/etc"}', "enabled": "on"})
+    assert refused.status_code == 200 and "outside the folders" in refused.content.decode()
+    assert not Source.objects.exists()
+    added = client.post("/admin/sources/source/add/", {"tenant": staff.acme.pk, "name": "Team share", "kind": "folder",
+                                                         "config": f'{{"path": "{share}"}}', "schedule_minutes": "15", "enabled": "on"})
+    assert added.status_code == 302, added.content.decode()[:3000]
+    source = Source.objects.get()
+    assert (source.tenant, source.key, source.schedule_minutes, source.sync_trigger) == (staff.acme, "team-share", 15, "created")
+    sync_source(source.pk)
+    page = client.get(f"/admin/sources/source/{source.pk}/change/").content.decode()
+    assert "Syncs (newest first)" in page and "succeeded" in page
+    listing = client.get("/admin/sources/source/").content.decode()
+    assert "Team share" in listing and "+2 ~0 =0 -0" in listing
+    client.post("/admin/sources/source/", {"action": "pause", "_selected_action": [source.pk]})
+    assert Source.objects.get(pk=source.pk).enabled is False
+    client.post("/admin/sources/source/", {"action": "sync_now", "_selected_action": [source.pk]})
+    assert Source.objects.get(pk=source.pk).sync_requested_at is not None
+    # The outsider (staff of globex only) sees none of it.
+    assert admin_client(staff.outsider).get(f"/admin/sources/source/{source.pk}/change/").status_code in (302, 404)
+    assert "Team share" not in admin_client(staff.outsider).get("/admin/sources/source/").content.decode()
+    removed = client.post(f"/admin/sources/source/{source.pk}/delete/", {"post": "yes"})
+    assert removed.status_code == 302
+    assert Source.objects.get(pk=source.pk).deleting is True
+    assert remove_source(source.pk) == 2 and not Document.objects.filter(tenant=staff.acme).exists()
+
+
+def test_commands_add_list_and_sync_with_wait(world: World, share: Path) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    out = StringIO()
+    call_command("source_add", "--tenant", "acme", "--name", "Team share", "--kind", "folder", "--config", f'{{"path": "{share}"}}',
+                 "--every", "60", stdout=out)
+    assert "documents are named team-share/" in out.getvalue()
+    with pytest.raises(CommandError, match="config.path"):
+        call_command("source_add", "--tenant", "acme", "--name", "X", "--kind", "folder", "--config", '{"path": "/etc"}')
+    out = StringIO()
+    call_command("source_sync", "team-share", "--tenant", "acme", "--wait", stdout=out, stderr=StringIO())
+    assert "succeeded: added 2, updated 0, unchanged 0, deleted 0, failed 0" in out.getvalue()
+    out = StringIO()
+    call_command("source_list", "--tenant", "acme", stdout=out)
+    assert "Team share  [folder, every 60 min]  succeeded  last" in out.getvalue()
+    with pytest.raises(CommandError, match="no source"):
+        call_command("source_sync", "Team share", "--tenant", "globex")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -105,10 +105,11 @@ def _release(source_pk: int, **fields: Any) -> None:
 # --- The sync ---------------------------------------------------------------------------------------
 
 
-def source_sync_run(*, source_pk: int) -> SourceSync | None:
+def source_sync_run(*, source_pk: int, progress: Callable[[SourceSync], None] | None = None) -> SourceSync | None:
     """Run the requested sync of a source if its lease can be taken; returns the sync (None if not run).
 
     Idempotent: a second copy of the task finds the lease held (or nothing requested) and returns.
+    ``progress`` is called with the sync after each item (``manage.py source_sync --wait``'s bar).
     """
     source = _claim(source_pk)
     if source is None:
@@ -122,7 +123,7 @@ def source_sync_run(*, source_pk: int) -> SourceSync | None:
         return None
     Source.objects.filter(pk=source.pk).update(sync_requested_at=None)
     sync = SourceSync.objects.create(source=source, status=SyncStatus.RUNNING, trigger=source.sync_trigger or "manual")
-    run = _Run(source, sync)
+    run = _Run(source, sync, progress)
     try:
         run.execute()
     except Exception as exc:  # a bug or an outage must still end the sync's record, with its reason
@@ -138,9 +139,10 @@ def source_sync_run(*, source_pk: int) -> SourceSync | None:
 class _Run:
     """One sync's work and counts."""
 
-    def __init__(self, source: Source, sync: SourceSync) -> None:
+    def __init__(self, source: Source, sync: SourceSync, progress: Callable[[SourceSync], None] | None = None) -> None:
         self.source = source
         self.sync = sync
+        self.progress = progress
         self.listing_failed = False
         self.stopped = False
         self.checkpoint_at = timezone.now()
@@ -186,6 +188,8 @@ class _Run:
                 listed.add(item.path)
                 self.sync.listed += 1
                 self._item(connector, item, stored.get(item.path), known.get(item.path), ids_taken)
+                if self.progress is not None:
+                    self.progress(self.sync)
                 if not self._checkpoint():
                     self.stopped = True
                     self.note("", "the source was removed during the sync")
