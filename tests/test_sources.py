@@ -288,3 +288,11 @@ def test_commands_add_list_and_sync_with_wait(world: World, share: Path) -> None
     assert "Team share  [folder, every 60 min]  succeeded  last" in out.getvalue()
     with pytest.raises(CommandError, match="no source"):
         call_command("source_sync", "Team share", "--tenant", "globex")
+
+
+def test_a_folder_whose_root_was_removed_from_the_setting_is_not_read(world: World, share: Path, settings: Any) -> None:
+    source = folder_source(world, share)
+    settings.QUARRY_SOURCE_FOLDER_ROOTS = ["/srv/elsewhere"]
+    refused = sync(source)
+    assert refused.status == SyncStatus.FAILED and "no longer under QUARRY_SOURCE_FOLDER_ROOTS" in refused.errors[0]["reason"]
+    assert not Document.objects.filter(tenant=world.acme).exists()

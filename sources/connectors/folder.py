@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -46,11 +46,18 @@ class FolderConnector:
         self.context = context
         self.filter = PathFilter(tuple(config.get("include") or ()), tuple(config.get("exclude") or ()), context.default_suffixes)
 
+    def _check_root(self, error: Callable[[str], Exception]) -> None:
+        # Checked on every sync too: a root the operator removed since the source was added stops it.
+        if not any(self.root.is_relative_to(root) for root in allowed_roots()):
+            raise error(f"{self.root} is no longer under QUARRY_SOURCE_FOLDER_ROOTS on this server")
+
     def probe(self) -> None:
+        self._check_root(lambda message: ConfigError("config.path", message))
         if not self.root.is_dir():
             raise ConfigError("config.path", f"{self.root} is not a folder this server can read")
 
     def list_items(self, known: Mapping[str, Known], cursor: Mapping[str, Any]) -> Iterator[Item]:
+        self._check_root(ListingError)
         if not self.root.is_dir():
             raise ListingError(f"{self.root} is not a folder (unmounted?)")
 

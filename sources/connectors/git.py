@@ -54,6 +54,7 @@ class GitConnector:
         self.filter = PathFilter(tuple(config.get("include") or ()), tuple(config.get("exclude") or ()), context.default_suffixes)
         self.mirror = context.workdir / "mirror.git"
         self.head = ""
+        self.reader: subprocess.Popen[bytes] | None = None  # one `git cat-file --batch` for the whole sync
 
     def _git(self, *args: str, input: bytes | None = None) -> bytes:
         # No prompt may ever wait for a password on a worker; GIT_TERMINAL_PROMPT=0 makes git fail instead.
@@ -103,15 +104,37 @@ class GitConnector:
 
     def fetch(self, item: Item) -> Content:
         blob = str(item.extra["blob"])
-        try:
-            size = int(self._git("-C", str(self.mirror), "cat-file", "-s", blob))
-            if size > self.context.max_item_bytes:
-                raise ItemError(f"{size:,} bytes, over the limit of {self.context.max_item_bytes:,} bytes per item")
-            data = self._git("-C", str(self.mirror), "cat-file", "blob", blob)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            raise ItemError(f"git cannot read the file: {_reason(exc)}") from None
+        size, data = self._read_blob(blob)
+        if data is None:
+            raise ItemError(f"{size:,} bytes, over the limit of {self.context.max_item_bytes:,} bytes per item")
         name = item.path.rsplit("/", 1)[-1]
         return Content(data=data, name=name, content_type=mimetypes.guess_type(name)[0] or "")
+
+    def _read_blob(self, blob: str) -> tuple[int, bytes | None]:
+        """A blob's size and bytes (None over the size limit) through one long-lived ``git cat-file --batch``:
+        a process per file would cost more than reading it."""
+        if self.reader is None or self.reader.poll() is not None:
+            self.reader = subprocess.Popen(["git", "-C", str(self.mirror), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.reader.stdin is not None and self.reader.stdout is not None
+        try:
+            self.reader.stdin.write(f"{blob}\n".encode())
+            self.reader.stdin.flush()
+            header = self.reader.stdout.readline().decode().split()
+        except OSError as exc:
+            raise ItemError(f"git cannot read the file: {exc}") from None
+        if len(header) != 3 or header[1] != "blob":
+            raise ItemError(f"git cannot read the file: {' '.join(header) or 'no answer'}")
+        size = int(header[2])
+        data = self.reader.stdout.read(size)
+        self.reader.stdout.read(1)  # the newline after each object
+        return size, (data if size <= self.context.max_item_bytes else None)
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.stdin.close()  # type: ignore[union-attr]
+            self.reader.wait(timeout=30)
+            self.reader.stdout.close()  # type: ignore[union-attr]
 
     def cursor(self) -> dict[str, Any]:
         return {"commit": self.head} if self.head else {}
