@@ -578,5 +578,5 @@ QUARRY_SOURCE_MAX_PARALLEL = env_int("QUARRY_SOURCE_MAX_PARALLEL", 2, minimum=1)
 # A sync task's time limit in seconds (0: none; the lease, renewed while it works, covers a dead worker).
 QUARRY_SOURCE_SYNC_TIMEOUT = env_int("QUARRY_SOURCE_SYNC_TIMEOUT", 0, minimum=0)
 # Connectors' own files between syncs (a Git mirror per source).
-QUARRY_SOURCE_WORK_DIR = env_str("QUARRY_SOURCE_WORK_DIR") or str(BASE_DIR / "var" / "sources")
+QUARRY_SOURCE_WORK_DIR = env_str("QUARRY_SOURCE_WORK_DIR") or str(QUARRY_DATA_DIR / "sources")
 QUARRY_SOURCE_USER_AGENT = env_str("QUARRY_SOURCE_USER_AGENT") or "Quarry/1.0 (knowledge base source sync)"
