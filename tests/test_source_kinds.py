@@ -116,7 +116,13 @@ def test_web_include_exclude_and_max_pages(world: World, site: Site) -> None:
     source = web_source(world, site, sitemaps=[], include=[r"/guide/"], exclude=[r"/guide/moved"], max_pages=3)
     first = sync(source)
     assert {d.uri for d in documents(world).values()} == {f"{site.base}/guide/", f"{site.base}/guide/install"}
-    assert first.failed == 0
+    assert first.failed == 0 and first.errors == []
+
+
+def test_web_crawl_stops_at_max_pages_and_says_so(world: World, site: Site) -> None:
+    capped = sync(web_source(world, site, sitemaps=[], max_pages=3))
+    assert len(documents(world)) == 3 and capped.added == 3
+    assert capped.errors == [{"item": "", "reason": "stopped at max_pages (3): pages past it are not indexed"}]
 
 
 def test_web_start_url_down_fails_the_listing_and_deletes_nothing(world: World, site: Site) -> None:

@@ -110,6 +110,9 @@ class Connector(Protocol):
         """State to keep for the next sync once this listing completed (git: the commit indexed)."""
         ...
 
+    # Optional, found with getattr: ``close()`` (called when the sync ends) and ``warnings`` (a list of
+    # sentences the sync adds to its errors, e.g. the crawl stopped at max_pages).
+
 
 # --- Helpers the file-like kinds share ------------------------------------------------------------
 

@@ -252,6 +252,13 @@ class WebConnector:
             return [url for child in locs for url in self._sitemap_urls(child, depth + 1)]
         return [urldefrag(u)[0] for u in locs if u]
 
+    @property
+    def warnings(self) -> list[str]:
+        """Notes for the sync's errors list (``syncing`` reads this optional attribute)."""
+        if self.truncated:
+            return [f"stopped at max_pages ({self.max_pages}): pages past it are not indexed"]
+        return []
+
     def fetch(self, item: Item) -> Content:
         if item.content is None:  # every page the crawl indexes carries its content
             raise ItemError("the page was not read")
