@@ -4,11 +4,6 @@ the dispatcher's schedule starts the next sync by itself, with no manual step, a
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,24 +18,9 @@ from sources.models import SourceSync, SyncStatus
 from sources.services.editing import source_create
 from sources.services.syncing import DISPATCH_SCHEDULE_NAME
 from tests.conftest import World
-from tests.servers import child_env, qcluster, read_log, wait_for
+from tests.servers import child_env, graceful_qcluster as cluster, read_log, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@contextmanager
-def cluster(env: dict[str, str], log_name: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A cluster stopped gracefully (SIGTERM to its leader only, as tests/test_pipeline_cluster.py does)."""
-    with qcluster(env, log_name=log_name) as proc:
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    pass
 
 
 def found(world: World, word: str) -> list[str]:
