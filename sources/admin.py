@@ -194,9 +194,6 @@ class SourceAdmin(TenantScopedAdmin):
                                   schedule_minutes=data.get("schedule_minutes"), enabled=data["enabled"], actor=actor, probe=False)
         obj.__dict__.update(saved.__dict__)  # the admin logs and redirects to the saved row
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        pass  # syncs are written by the sync only
-
     def delete_model(self, request: HttpRequest, obj: Source) -> None:
         source_delete(source=obj, actor=request.user.get_username())
         messages.info(request, f"{obj.name}: its documents are being deleted in the background.")

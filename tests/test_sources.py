@@ -255,6 +255,15 @@ def test_admin_adds_edits_pauses_syncs_and_removes_a_source(staff: World, share:
     assert "Syncs (newest first)" in page and "succeeded" in page
     listing = client.get("/admin/sources/source/").content.decode()
     assert "Team share" in listing and "+2 ~0 =0 -0" in listing
+    syncs = SourceSync.objects.filter(source=source).count()
+    edited = client.post(f"/admin/sources/source/{source.pk}/change/", {
+        "name": "Team share (docs)", "config": f'{{"path": "{share}"}}', "schedule_minutes": "30", "enabled": "on",
+        "syncs-TOTAL_FORMS": str(syncs), "syncs-INITIAL_FORMS": str(syncs), "syncs-MIN_NUM_FORMS": "0", "syncs-MAX_NUM_FORMS": "0",
+        **{f"syncs-{n}-id": str(pk) for n, pk in enumerate(SourceSync.objects.filter(source=source).order_by("-started_at").values_list("pk", flat=True))},
+        **{f"syncs-{n}-source": str(source.pk) for n in range(syncs)},
+    })
+    assert edited.status_code == 302, edited.content.decode()[:2000]
+    assert Source.objects.values_list("name", "schedule_minutes", "key").get(pk=source.pk) == ("Team share (docs)", 30, "team-share")
     client.post("/admin/sources/source/", {"action": "pause", "_selected_action": [source.pk]})
     assert Source.objects.get(pk=source.pk).enabled is False
     client.post("/admin/sources/source/", {"action": "sync_now", "_selected_action": [source.pk]})
