@@ -20,7 +20,7 @@ from sources.connectors.base import ConfigError
 from sources.models import Source, SourceSync
 from sources.selectors import latest_syncs, source_status
 from sources.services.editing import (
-    UNSET, check_name, check_schedule, source_config_check, source_create, source_delete, source_secret_names, source_update,
+    UNSET, check_name, check_name_free, check_schedule, source_config_check, source_create, source_delete, source_secret_names, source_update,
 )
 from sources.services.registry import kinds
 from sources.services.syncing import SourceGone, source_sync_request
@@ -51,7 +51,9 @@ class SourceForm(forms.ModelForm):
         if self.errors:
             return data
         try:
-            check_name(data.get("name"))
+            name = check_name(data.get("name"))
+            tenant = data.get("tenant") or self.instance.tenant
+            check_name_free(tenant_id=tenant.pk, name=name, source=self.instance if self.instance.pk else None)
             check_schedule(data.get("schedule_minutes"))
             if not self.instance.pk or data.get("config") != self.instance.config:
                 source_config_check(source=self.instance if self.instance.pk else None, kind=data["kind"], config=data.get("config"))

@@ -249,6 +249,9 @@ def test_admin_adds_edits_pauses_syncs_and_removes_a_source(staff: World, share:
                                                          "config": f'{{"path": "{share}"}}', "schedule_minutes": "15", "enabled": "on"})
     assert added.status_code == 302, added.content.decode()[:3000]
     source = Source.objects.get()
+    again = client.post("/admin/sources/source/add/", {"tenant": staff.acme.pk, "name": "Team share", "kind": "folder",
+                                                         "config": f'{{"path": "{share}"}}', "enabled": "on"})
+    assert again.status_code == 200 and "already has a source named" in again.content.decode()
     assert (source.tenant, source.key, source.schedule_minutes, source.sync_trigger) == (staff.acme, "team-share", 15, "created")
     sync_source(source.pk)
     page = client.get(f"/admin/sources/source/{source.pk}/change/").content.decode()

@@ -30,6 +30,15 @@ def check_name(name: object) -> str:
     return name
 
 
+def check_name_free(*, tenant_id: int, name: str, source: Source | None = None) -> None:
+    """``ConfigError`` (field ``name``) when another live source of the tenant has this name."""
+    taken = Source.objects.live().filter(tenant_id=tenant_id, name=name)
+    if source is not None:
+        taken = taken.exclude(pk=source.pk)
+    if taken.exists():
+        raise ConfigError("name", f"the tenant already has a source named {name!r}")
+
+
 def check_schedule(minutes: object) -> int | None:
     if minutes is None:
         return None
@@ -57,8 +66,7 @@ def source_create(*, tenant: Tenant, name: object, kind: object, config: object,
     """
     checked_name = check_name(name)
     minutes = check_schedule(schedule_minutes)
-    if Source.objects.live().filter(tenant=tenant, name=checked_name).exists():
-        raise ConfigError("name", f"the tenant already has a source named {checked_name!r}")
+    check_name_free(tenant_id=tenant.pk, name=checked_name)
     plain, secrets = config_check(kind=kind, config=config, probe=probe)  # type: ignore[arg-type]
     try:
         with transaction.atomic():
@@ -84,8 +92,7 @@ def source_update(*, source: Source, name: object = UNSET, config: object = UNSE
     changes: dict[str, Any] = {}
     if name is not UNSET:
         changes["name"] = check_name(name)
-        if Source.objects.live().filter(tenant_id=source.tenant_id, name=changes["name"]).exclude(pk=source.pk).exists():
-            raise ConfigError("name", f"the tenant already has a source named {changes['name']!r}")
+        check_name_free(tenant_id=source.tenant_id, name=changes["name"], source=source)
     if schedule_minutes is not UNSET:
         changes["schedule_minutes"] = check_schedule(schedule_minutes)
     if enabled is not UNSET:
