@@ -308,3 +308,18 @@ def test_a_folder_whose_root_was_removed_from_the_setting_is_not_read(world: Wor
     refused = sync(source)
     assert refused.status == SyncStatus.FAILED and "no longer under QUARRY_SOURCE_FOLDER_ROOTS" in refused.errors[0]["reason"]
     assert not Document.objects.filter(tenant=world.acme).exists()
+
+
+def test_syncs_past_the_parallel_bound_wait_for_the_dispatcher(world: World, share: Path, settings: Any,
+                                                                django_capture_on_commit_callbacks: Any) -> None:
+    settings.QUARRY_SOURCE_MAX_PARALLEL = 1
+    busy = source_create(tenant=world.acme, name="Busy", kind="folder", config={"path": str(share)}, actor="e", enabled=False)
+    Source.objects.filter(pk=busy.pk).update(lease_until="2999-01-01T00:00Z")  # another worker is syncing it
+    source = folder_source(world, share)
+    assert sync_source(source.pk) == "not run"  # one sync at a time on this server: it waits
+    assert Source.objects.get(pk=source.pk).sync_requested_at is not None and not SourceSync.objects.exists()
+    Source.objects.filter(pk=busy.pk).update(lease_until=None)
+    with django_capture_on_commit_callbacks(execute=True) as sent:
+        assert dispatch_syncs()["resent"] == 1
+    assert len(sent) == 1
+    assert sync_source(source.pk) == SyncStatus.SUCCEEDED

@@ -90,6 +90,12 @@ def source_sync_request(*, source: Source, trigger: str = "manual") -> bool:
     return True
 
 
+def resend_after() -> timedelta:
+    """How long a queued sync may wait for a worker before the dispatcher sends it again: the broker's own
+    redelivery time, so a busy queue does not fill with copies (a copy is harmless, only wasteful)."""
+    return timedelta(seconds=int(settings.Q_CLUSTER.get("retry") or 660))  # type: ignore[union-attr]
+
+
 def _claim(source_pk: int) -> Source | None:
     """Take the source's lease (conditional UPDATE); None when another sync or removal holds it."""
     now = timezone.now()
@@ -119,7 +125,8 @@ def source_sync_run(*, source_pk: int, progress: Callable[[SourceSync], None] | 
         return None
     running = Source.objects.filter(lease_until__gt=timezone.now()).count()
     if running > settings.QUARRY_SOURCE_MAX_PARALLEL:
-        _release(source.pk)  # still requested: the dispatcher sends it again within a minute
+        # Still requested, and dated back so that the dispatcher sends it again at its next pass.
+        _release(source.pk, sync_requested_at=timezone.now() - resend_after())
         return None
     Source.objects.filter(pk=source.pk).update(sync_requested_at=None)
     sync = SourceSync.objects.create(source=source, status=SyncStatus.RUNNING, trigger=source.sync_trigger or "manual")
@@ -330,7 +337,7 @@ def syncs_dispatch() -> dict[str, int]:
         Q(source__lease_until__isnull=True) | Q(source__lease_until__lt=now)).exclude(started_at__gt=now - LEASE)
     closed = dead.update(status=SyncStatus.FAILED, finished_at=now)
     resent = 0
-    for pk in Source.objects.filter(free, deleting=False, sync_requested_at__lt=now - timedelta(minutes=1)).values_list("pk", flat=True):
+    for pk in Source.objects.filter(free, deleting=False, sync_requested_at__lte=now - resend_after()).values_list("pk", flat=True):
         with transaction.atomic():
             _enqueue(SYNC_TASK, pk)
         resent += 1
