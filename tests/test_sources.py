@@ -323,3 +323,21 @@ def test_syncs_past_the_parallel_bound_wait_for_the_dispatcher(world: World, sha
         assert dispatch_syncs()["resent"] == 1
     assert len(sent) == 1
     assert sync_source(source.pk) == SyncStatus.SUCCEEDED
+
+
+def test_a_source_removed_during_its_sync_stops_it_and_then_loses_every_document(world: World, share: Path) -> None:
+    for n in range(syncing.CHECKPOINT_ITEMS + 20):
+        (share / f"page-{n:03}.md").write_text(f"Page {n}.\n")
+    source = folder_source(world, share)
+    syncing.source_sync_request(source=source)
+
+    def remove_once(sync: SourceSync) -> None:
+        if sync.listed == 1:
+            source_delete(source=source, actor="editor")  # an editor removes it from another request meanwhile
+
+    stopped = syncing.source_sync_run(source_pk=source.pk, progress=remove_once)
+    assert stopped is not None and stopped.status == SyncStatus.FAILED
+    assert stopped.errors[-1]["reason"] == "the source was removed during the sync"
+    assert stopped.listed == syncing.CHECKPOINT_ITEMS  # it stopped at its first checkpoint
+    assert remove_source(source.pk) == syncing.CHECKPOINT_ITEMS
+    assert not Document.objects.filter(tenant=world.acme).exists() and not Source.objects.exists()
