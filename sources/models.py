@@ -13,13 +13,6 @@ from django.db import models
 from django.db.models import Q
 
 
-class SourceKind(models.TextChoices):
-    WEB = "web", "Web site"
-    GIT = "git", "Git repository"
-    FOLDER = "folder", "Server folder"
-    S3 = "s3", "S3 bucket"
-
-
 class SyncStatus(models.TextChoices):
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
