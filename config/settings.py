@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "accounts",
     "knowledge",
     "chat",
+    "sources",
 ]
 
 # WhiteNoise serves static files through a synchronous file iterator, which Django's ASGI handler
@@ -568,3 +569,23 @@ LOGGING = {
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# --- Sources (sources/): content that flows in by itself ---------------------------------------
+# A kind is one connector class (sources.connectors.base.Connector), registered by dotted path.
+QUARRY_SOURCE_CONNECTORS: dict[str, str] = {
+    "web": "sources.connectors.web.WebConnector",
+    "git": "sources.connectors.git.GitConnector",
+    "folder": "sources.connectors.folder.FolderConnector",
+    "s3": "sources.connectors.s3.S3Connector",
+}
+# Folder sources may name only folders under these (comma-separated absolute paths); empty: refused.
+QUARRY_SOURCE_FOLDER_ROOTS = env_list("QUARRY_SOURCE_FOLDER_ROOTS", [])
+# The key that encrypts source credentials at rest (HKDF of it); default: SECRET_KEY.
+QUARRY_SOURCE_SECRET_KEY = env_str("QUARRY_SOURCE_SECRET_KEY") or ""
+# Syncs of different sources running at once (each is one django-q2 task).
+QUARRY_SOURCE_MAX_PARALLEL = env_int("QUARRY_SOURCE_MAX_PARALLEL", 2, minimum=1)
+# A sync task's time limit in seconds (0: none; the lease, renewed while it works, covers a dead worker).
+QUARRY_SOURCE_SYNC_TIMEOUT = env_int("QUARRY_SOURCE_SYNC_TIMEOUT", 0, minimum=0)
+# Connectors' own files between syncs (a Git mirror per source).
+QUARRY_SOURCE_WORK_DIR = env_str("QUARRY_SOURCE_WORK_DIR") or str(QUARRY_DATA_DIR / "sources")
+QUARRY_SOURCE_USER_AGENT = env_str("QUARRY_SOURCE_USER_AGENT") or "Quarry/1.0 (knowledge base source sync)"

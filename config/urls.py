@@ -18,6 +18,7 @@ from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
 from chat.api import files as files_api
 from knowledge import api as knowledge_api
+from sources import api as sources_api
 from config import views
 
 
@@ -61,6 +62,9 @@ api_v1 = [
     # Before the detail route: document ids may contain "/", so "upload" is reserved here.
     path("documents/upload", knowledge_api.DocumentUploadApi.as_view(), name="documents-upload"),
     path("documents/<path:document_id>", knowledge_api.DocumentDetailApi.as_view(), name="document-detail"),
+    path("sources", sources_api.SourceListApi.as_view(), name="sources"),
+    path("sources/<int:source_id>", sources_api.SourceDetailApi.as_view(), name="source-detail"),
+    path("sources/<int:source_id>/sync", sources_api.SourceSyncApi.as_view(), name="source-sync"),
     path("schema", SpectacularAPIView.as_view(permission_classes=[], authentication_classes=[]), name="schema"),
     # The split view serves Swagger UI's set-up as a script file: the Content-Security-Policy allows no inline script.
     path("docs", SpectacularSwaggerSplitView.as_view(url_name="v1:schema", permission_classes=[], authentication_classes=[]), name="docs"),

@@ -132,6 +132,25 @@ def qcluster(env: Mapping[str, str], log_name: str = "qcluster") -> Iterator[sub
         yield proc
 
 
+@contextmanager
+def graceful_qcluster(env: Mapping[str, str], log_name: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``qcluster`` that stops gracefully: SIGTERM to the cluster's leader only.
+
+    SIGTERM to the whole process group (what ``stop_process`` sends) kills the workers under
+    the sentinel, which then waits for them until the 15 s SIGKILL fallback.
+    """
+    with qcluster(env, log_name=log_name) as proc:
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass  # qcluster's own exit kills the group
+
+
 def wait_for(predicate, timeout: float = 60, interval: float = 0.2, what: str = "condition"):  # type: ignore[no-untyped-def]
     """Poll ``predicate`` until it returns a truthy value; raise naming ``what`` on timeout."""
     deadline = time.monotonic() + timeout

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.servers import ROOT
 
-APPS = ("accounts", "knowledge", "chat", "config", "common")
+APPS = ("accounts", "knowledge", "chat", "sources", "config", "common")
 
 # Module prefix -> component. The longest matching prefix wins.
 COMPONENTS: dict[str, str] = {
@@ -77,6 +77,17 @@ COMPONENTS: dict[str, str] = {
     "chat.apps": "chat.interfaces",
     "chat.admin": "chat.interfaces",
     "chat": "chat.interfaces",
+    "sources.models": "sources.models",
+    "sources.crypto": "sources.crypto",  # secrets at rest: framework-only
+    "sources.connectors": "sources.connectors",  # one module per kind: list and fetch, no database, no tenants
+    "sources.selectors": "sources.selectors",
+    "sources.services": "sources.services",
+    "sources.api": "sources.interfaces",
+    "sources.admin": "sources.interfaces",
+    "sources.tasks": "sources.interfaces",
+    "sources.management": "sources.interfaces",
+    "sources.apps": "sources.interfaces",
+    "sources": "sources.interfaces",
     "config.urls": "config.wiring",
     "config.routing": "config.wiring",
     "config.asgi": "config.wiring",
@@ -132,10 +143,21 @@ ALLOWED: dict[str, set[str]] = {
         "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
         "chat.files.selectors", "chat.files.services",
     },
+    "sources.models": set(),
+    "sources.crypto": set(),
+    "sources.connectors": set(),
+    "sources.selectors": {"sources.models", "accounts.models"},
+    # Documents are written only through the editors' write door (knowledge.services.documents, and
+    # its id rule knowledge.services.file_ids): checked module by module in test_sources_write_only_through_the_door.
+    "sources.services": {"sources.models", "sources.selectors", "sources.crypto", "sources.connectors", "accounts.models",
+                         "knowledge.models", "knowledge.services", "knowledge.extraction", "common"},
+    "sources.interfaces": {"sources.models", "sources.selectors", "sources.services", "sources.connectors", "accounts.models",
+                           "accounts.selectors", "accounts.access", "accounts.web", "config.framework"},
     "config.framework": set(),
     "common": set(),
     # accounts.web: the Redoc page (config.urls) carries that app's page policy, widened for Redoc.
-    "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces", "chat.mcp"},
+    "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces", "chat.mcp",
+                      "sources.interfaces"},
 }
 
 
@@ -207,3 +229,13 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert imports_of(probe, "knowledge.selectors") == [(2, "knowledge.services.documents"), (3, "knowledge.rag.types")]
     assert component("knowledge.services.documents") not in ALLOWED["knowledge.selectors"]
     assert "knowledge.services" not in ALLOWED["chat.pipeline"] and "chat.pipeline" not in ALLOWED["chat.agent"]
+
+
+def test_sources_write_only_through_the_door() -> None:
+    """Of knowledge's services, sources import only the write door and its id rule."""
+    door = {"knowledge.services.documents", "knowledge.services.file_ids"}
+    reached = {
+        imported for path, dotted in product_modules() if dotted.startswith("sources.")
+        for _, imported in imports_of(path, dotted) if imported.startswith("knowledge.services")
+    }
+    assert reached and reached <= door, reached

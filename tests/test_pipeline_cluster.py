@@ -15,12 +15,9 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -37,7 +34,7 @@ from knowledge.models import Chunk, Document, EmbeddingCache, Posting
 from knowledge.selectors import chunk_search
 from tests.conftest import World
 from tests.factories import make_token
-from tests.servers import asgi_server, child_env, qcluster, read_log, redis_available, wait_for
+from tests.servers import asgi_server, child_env, graceful_qcluster, read_log, redis_available, wait_for
 from tests.test_extraction import make_pdf
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -54,23 +51,7 @@ def data_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     return tmp_path
 
 
-@contextmanager
-def cluster(env: dict[str, str], log_name: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``tests.servers.qcluster`` that stops gracefully: SIGTERM to the cluster's leader only.
-
-    SIGTERM to the whole process group (what ``stop_process`` sends) kills the workers under
-    the sentinel, which then waits for them until the 15 s SIGKILL fallback.
-    """
-    with qcluster(env, log_name=log_name) as proc:
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    pass  # qcluster's own exit kills the group
+cluster = graceful_qcluster
 
 
 def cluster_env(data_dir: Path, **overrides: str) -> dict[str, str]:
