@@ -125,12 +125,13 @@ def test_web_crawl_stops_at_max_pages_and_says_so(world: World, site: Site) -> N
     assert capped.errors == [{"item": "", "reason": "stopped at max_pages (3): pages past it are not indexed"}]
 
 
-def test_web_start_url_down_fails_the_listing_and_deletes_nothing(world: World, site: Site) -> None:
+@pytest.mark.parametrize("down", [{"/": 503, "/sitemap.xml": 503}, {"/": 404}], ids=["down", "start-gone"])
+def test_web_start_url_down_or_gone_fails_the_listing_and_deletes_nothing(world: World, site: Site, down: dict[str, int]) -> None:
     source = web_source(world, site)
     sync(source)
     before = set(documents(world))
-    site.pages["/"] = Page(b"down", status=503, etag=False)
-    site.pages["/sitemap.xml"] = Page(b"down", status=503, etag=False)
+    for path, status in down.items():
+        site.pages[path] = Page(b"down", status=status, etag=False)
     failed = sync(source)
     assert failed.status == SyncStatus.FAILED and failed.deleted == 0
     assert "nothing was deleted" in failed.errors[0]["reason"]

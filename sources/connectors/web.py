@@ -10,8 +10,9 @@ X-Robots-Tag) not indexed and ``nofollow`` links not followed, at most ``max_pag
 
 Re-syncs ask conditionally (If-None-Match / If-Modified-Since from the last answer): a 304 costs
 no body, and the page's links remembered from last time keep the crawl going. A page answering
-404 or 410 is gone (its document is deleted); a 5xx or a network error is a failed item whose
-document stays until it answers again.
+404 or 410 is gone (its document is deleted), except the start URL: then the listing fails and
+nothing is deleted; a 5xx or a network error is a failed item whose document stays until it
+answers again.
 """
 
 from __future__ import annotations
@@ -190,6 +191,10 @@ class WebConnector:
                 if answer.status_code == 304 and previous is not None:
                     return Item(path=url, version=previous.version, uri=url, extra=previous.extra), remembered
                 if answer.status_code in (404, 410):
+                    if first:
+                        # The site moved or the source is misconfigured: a crawl that cannot start is
+                        # not a site without pages, so nothing may be deleted on its word.
+                        raise ListingError(f"the start URL {url} answered {answer.status_code}")
                     return None, []
                 if answer.status_code >= 400:
                     if first and previous is None:
