@@ -39,7 +39,7 @@ def page_text(n: int, edition: int = 0) -> str:
 
 
 def timed_sync(source: object) -> tuple[float, object]:
-    from sources.services.syncing import source_sync_request, source_sync_run
+    from knowledge.sources.services.syncing import source_sync_request, source_sync_run
 
     source_sync_request(source=source, trigger="manual")  # type: ignore[arg-type]
     start = time.perf_counter()
@@ -53,7 +53,7 @@ def counts(sync: object) -> dict[str, int]:
 
 def bench_web(tenant: object, pages: int) -> dict[str, object]:
     sys.path.insert(0, str(ROOT))
-    from sources.services.editing import source_create
+    from knowledge.sources.services.editing import source_create
     from tests.sites import local_site
 
     with local_site() as site:
@@ -81,7 +81,7 @@ def bench_web(tenant: object, pages: int) -> dict[str, object]:
 
 
 def bench_git(tenant: object, files: int, changed: int) -> dict[str, object]:
-    from sources.services.editing import source_create
+    from knowledge.sources.services.editing import source_create
 
     with tempfile.TemporaryDirectory() as folder:
         repo = Path(folder) / "repo"

@@ -80,7 +80,7 @@ INSTALLED_APPS = [
     "accounts",
     "knowledge",
     "chat",
-    "sources",
+    "knowledge.sources",
 ]
 
 # WhiteNoise serves static files through a synchronous file iterator, which Django's ASGI handler
@@ -571,12 +571,12 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # --- Sources (sources/): content that flows in by itself ---------------------------------------
-# A kind is one connector class (sources.connectors.base.Connector), registered by dotted path.
+# A kind is one connector class (knowledge.sources.connectors.base.Connector), registered by dotted path.
 QUARRY_SOURCE_CONNECTORS: dict[str, str] = {
-    "web": "sources.connectors.web.WebConnector",
-    "git": "sources.connectors.git.GitConnector",
-    "folder": "sources.connectors.folder.FolderConnector",
-    "s3": "sources.connectors.s3.S3Connector",
+    "web": "knowledge.sources.connectors.web.WebConnector",
+    "git": "knowledge.sources.connectors.git.GitConnector",
+    "folder": "knowledge.sources.connectors.folder.FolderConnector",
+    "s3": "knowledge.sources.connectors.s3.S3Connector",
 }
 # Folder sources may name only folders under these (comma-separated absolute paths); empty: refused.
 QUARRY_SOURCE_FOLDER_ROOTS = env_list("QUARRY_SOURCE_FOLDER_ROOTS", [])

@@ -18,7 +18,7 @@ from chat.api import chat as chat_api
 from chat.api import conversations as conversations_api
 from chat.api import files as files_api
 from knowledge import api as knowledge_api
-from sources import api as sources_api
+from knowledge.sources import api as sources_api
 from config import views
 
 

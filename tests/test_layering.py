@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.servers import ROOT
 
-APPS = ("accounts", "knowledge", "chat", "sources", "config", "common")
+APPS = ("accounts", "knowledge", "chat", "config", "common")
 
 # Module prefix -> component. The longest matching prefix wins.
 COMPONENTS: dict[str, str] = {
@@ -77,17 +77,17 @@ COMPONENTS: dict[str, str] = {
     "chat.apps": "chat.interfaces",
     "chat.admin": "chat.interfaces",
     "chat": "chat.interfaces",
-    "sources.models": "sources.models",
-    "sources.crypto": "sources.crypto",  # secrets at rest: framework-only
-    "sources.connectors": "sources.connectors",  # one module per kind: list and fetch, no database, no tenants
-    "sources.selectors": "sources.selectors",
-    "sources.services": "sources.services",
-    "sources.api": "sources.interfaces",
-    "sources.admin": "sources.interfaces",
-    "sources.tasks": "sources.interfaces",
-    "sources.management": "sources.interfaces",
-    "sources.apps": "sources.interfaces",
-    "sources": "sources.interfaces",
+    "knowledge.sources.models": "knowledge.sources.models",
+    "knowledge.sources.crypto": "knowledge.sources.crypto",  # secrets at rest: framework-only
+    "knowledge.sources.connectors": "knowledge.sources.connectors",  # one module per kind: list and fetch, no database, no tenants
+    "knowledge.sources.selectors": "knowledge.sources.selectors",
+    "knowledge.sources.services": "knowledge.sources.services",
+    "knowledge.sources.api": "sources.interfaces",
+    "knowledge.sources.admin": "sources.interfaces",
+    "knowledge.sources.tasks": "sources.interfaces",
+    "knowledge.sources.management": "sources.interfaces",
+    "knowledge.sources.apps": "sources.interfaces",
+    "knowledge.sources": "sources.interfaces",
     "config.urls": "config.wiring",
     "config.routing": "config.wiring",
     "config.asgi": "config.wiring",
@@ -143,15 +143,15 @@ ALLOWED: dict[str, set[str]] = {
         "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
         "chat.files.selectors", "chat.files.services",
     },
-    "sources.models": set(),
-    "sources.crypto": set(),
-    "sources.connectors": set(),
-    "sources.selectors": {"sources.models", "accounts.models"},
+    "knowledge.sources.models": set(),
+    "knowledge.sources.crypto": set(),
+    "knowledge.sources.connectors": set(),
+    "knowledge.sources.selectors": {"knowledge.sources.models", "accounts.models"},
     # Documents are written only through the editors' write door (knowledge.services.documents, and
     # its id rule knowledge.services.file_ids): checked module by module in test_sources_write_only_through_the_door.
-    "sources.services": {"sources.models", "sources.selectors", "sources.crypto", "sources.connectors", "accounts.models",
+    "knowledge.sources.services": {"knowledge.sources.models", "knowledge.sources.selectors", "knowledge.sources.crypto", "knowledge.sources.connectors", "accounts.models",
                          "knowledge.models", "knowledge.services", "knowledge.extraction", "common"},
-    "sources.interfaces": {"sources.models", "sources.selectors", "sources.services", "sources.connectors", "accounts.models",
+    "sources.interfaces": {"knowledge.sources.models", "knowledge.sources.selectors", "knowledge.sources.services", "knowledge.sources.connectors", "accounts.models",
                            "accounts.selectors", "accounts.access", "accounts.web", "config.framework"},
     "config.framework": set(),
     "common": set(),
@@ -235,7 +235,7 @@ def test_sources_write_only_through_the_door() -> None:
     """Of knowledge's services, sources import only the write door and its id rule."""
     door = {"knowledge.services.documents", "knowledge.services.file_ids"}
     reached = {
-        imported for path, dotted in product_modules() if dotted.startswith("sources.")
+        imported for path, dotted in product_modules() if dotted.startswith("knowledge.sources.")
         for _, imported in imports_of(path, dotted) if imported.startswith("knowledge.services")
     }
     assert reached and reached <= door, reached

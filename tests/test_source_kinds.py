@@ -14,11 +14,11 @@ import httpx
 import pytest
 
 from knowledge.models import Document
-from sources.connectors.base import ConfigError
-from sources.models import Source, SourceSync, SyncStatus
-from sources.services import syncing
-from sources.services.editing import source_create
-from sources.tasks import sync_source
+from knowledge.sources.connectors.base import ConfigError
+from knowledge.sources.models import Source, SourceSync, SyncStatus
+from knowledge.sources.services import syncing
+from knowledge.sources.services.editing import source_create
+from knowledge.sources.tasks import sync_source
 from tests.conftest import World
 from tests.servers import free_port, process, read_log, wait_for
 from tests.sites import Page, Site, local_site

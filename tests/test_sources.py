@@ -14,12 +14,12 @@ from django_q.models import OrmQ, Schedule
 from knowledge.models import Document, DocumentStatus
 from knowledge.selectors import chunk_search
 from knowledge.tasks import process_document
-from sources.crypto import secrets_open
-from sources.models import Source, SourceItem, SourceSync, SyncStatus
-from sources.services import syncing
-from sources.services.editing import source_create, source_delete, source_update
-from sources.connectors.base import ConfigError
-from sources.tasks import dispatch_syncs, remove_source, sync_source
+from knowledge.sources.crypto import secrets_open
+from knowledge.sources.models import Source, SourceItem, SourceSync, SyncStatus
+from knowledge.sources.services import syncing
+from knowledge.sources.services.editing import source_create, source_delete, source_update
+from knowledge.sources.connectors.base import ConfigError
+from knowledge.sources.tasks import dispatch_syncs, remove_source, sync_source
 from tests.conftest import World
 
 
@@ -184,7 +184,7 @@ def test_a_second_request_merges_into_the_queued_or_running_sync(world: World, s
 def test_the_dispatcher_starts_due_scheduled_syncs_only(world: World, share: Path) -> None:
     scheduled = folder_source(world, share, schedule_minutes=5)
     manual = source_create(tenant=world.acme, name="Manual", kind="folder", config={"path": str(share)}, actor="e", enabled=False)
-    assert Schedule.objects.filter(name=syncing.DISPATCH_SCHEDULE_NAME, func="sources.tasks.dispatch_syncs").count() == 1
+    assert Schedule.objects.filter(name=syncing.DISPATCH_SCHEDULE_NAME, func="knowledge.sources.tasks.dispatch_syncs").count() == 1
     assert sync_source(scheduled.pk) == SyncStatus.SUCCEEDED  # the first sync, queued by the creation
     assert dispatch_syncs()["started"] == 0  # synced a moment ago: not due for 5 minutes
     SourceSync.objects.filter(source=scheduled).update(started_at="2000-01-01T00:00Z")
@@ -208,7 +208,7 @@ def test_removing_a_source_removes_its_documents_in_the_background(world: World,
 
 
 def test_secrets_are_encrypted_at_rest_and_kept_on_change(world: World, settings: Any) -> None:
-    from sources.services.editing import source_secret_names
+    from knowledge.sources.services.editing import source_secret_names
 
     source = source_create(tenant=world.acme, name="Site", kind="web", probe=False, actor="e",
                            config={"url": "https://intranet.example/", "authorization": "Bearer hunter2-secret"})

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from knowledge.models import Document
-from sources.models import Source, SourceSync
-from sources.tasks import remove_source, sync_source
+from knowledge.sources.models import Source, SourceSync
+from knowledge.sources.tasks import remove_source, sync_source
 from tests.conftest import World
 
 

@@ -14,9 +14,9 @@ from django_q.models import Schedule
 
 from knowledge.models import Document, DocumentStatus
 from knowledge.selectors import chunk_search
-from sources.models import SourceSync, SyncStatus
-from sources.services.editing import source_create
-from sources.services.syncing import DISPATCH_SCHEDULE_NAME
+from knowledge.sources.models import SourceSync, SyncStatus
+from knowledge.sources.services.editing import source_create
+from knowledge.sources.services.syncing import DISPATCH_SCHEDULE_NAME
 from tests.conftest import World
 from tests.servers import child_env, graceful_qcluster as cluster, read_log, wait_for
 

@@ -34,16 +34,16 @@ from common.schedules import schedule_ensure
 from knowledge.models import Document
 from knowledge.services.documents import DocumentInputError, document_delete, document_upload_create
 from knowledge.services.file_ids import FileNameError, document_id_candidates
-from sources.connectors.base import ConfigError, Connector, Content, Item, ItemError, Known, ListingError
-from sources.crypto import SecretsUnreadable, secrets_open
-from sources.models import Source, SourceItem, SourceSync, SyncStatus
-from sources.services.registry import connector_class, context
+from knowledge.sources.connectors.base import ConfigError, Connector, Content, Item, ItemError, Known, ListingError
+from knowledge.sources.crypto import SecretsUnreadable, secrets_open
+from knowledge.sources.models import Source, SourceItem, SourceSync, SyncStatus
+from knowledge.sources.services.registry import connector_class, context
 
 logger = logging.getLogger(__name__)
 
-SYNC_TASK = "sources.tasks.sync_source"
-REMOVE_TASK = "sources.tasks.remove_source"
-DISPATCH_TASK = "sources.tasks.dispatch_syncs"
+SYNC_TASK = "knowledge.sources.tasks.sync_source"
+REMOVE_TASK = "knowledge.sources.tasks.remove_source"
+DISPATCH_TASK = "knowledge.sources.tasks.dispatch_syncs"
 DISPATCH_SCHEDULE_NAME = "sources: start due syncs"  # also created by migration 0002
 TASK_GROUP = "sources"
 LEASE = timedelta(minutes=5)  # renewed at every checkpoint; a dead worker's sync is taken over after this

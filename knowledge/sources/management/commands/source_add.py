@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sources.connectors.base import ConfigError
-from sources.management.commands._common import tenant_for
-from sources.services.editing import source_create
+from knowledge.sources.connectors.base import ConfigError
+from knowledge.sources.management.commands._common import tenant_for
+from knowledge.sources.services.editing import source_create
 
 
 class Command(BaseCommand):

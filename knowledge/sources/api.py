@@ -20,11 +20,11 @@ from rest_framework.views import APIView
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from config.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictIntegerField, TenantField
-from sources.connectors.base import ConfigError
-from sources.models import Source, SyncStatus
-from sources.selectors import latest_syncs, source_list, source_status, sync_json
-from sources.services.editing import MAX_SCHEDULE_MINUTES, UNSET, source_create, source_delete, source_secret_names, source_update
-from sources.services.syncing import SourceGone, source_sync_request
+from knowledge.sources.connectors.base import ConfigError
+from knowledge.sources.models import Source, SyncStatus
+from knowledge.sources.selectors import latest_syncs, source_list, source_status, sync_json
+from knowledge.sources.services.editing import MAX_SCHEDULE_MINUTES, UNSET, source_create, source_delete, source_secret_names, source_update
+from knowledge.sources.services.syncing import SourceGone, source_sync_request
 
 
 @extend_schema_field({"type": "object", "additionalProperties": True, "description": (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sources.services import syncing
+from knowledge.sources.services import syncing
 
 
 def sync_source(source_pk: int) -> str:

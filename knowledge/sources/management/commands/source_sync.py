@@ -13,9 +13,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from sources.management.commands._common import source_named, tenant_for
-from sources.models import Source, SourceSync, SyncStatus
-from sources.services.syncing import SourceGone, source_sync_request, source_sync_run
+from knowledge.sources.management.commands._common import source_named, tenant_for
+from knowledge.sources.models import Source, SourceSync, SyncStatus
+from knowledge.sources.services.syncing import SourceGone, source_sync_request, source_sync_run
 
 
 class Command(BaseCommand):

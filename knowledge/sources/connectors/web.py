@@ -31,7 +31,7 @@ import httpx
 import lxml.etree
 import lxml.html
 
-from sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, number, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, number, refuse_unknown, string_list, text
 
 TIMEOUT_SECONDS = 30.0
 MAX_SITEMAP_URLS = 50_000

@@ -10,13 +10,13 @@ from django.db import IntegrityError, transaction
 from django_q.tasks import async_task
 
 from accounts.models import Tenant
-from sources.connectors.base import ConfigError
-from sources.crypto import secrets_open, secrets_seal
-from sources.models import Source
-from sources.services.registry import config_check
-from sources.services.syncing import source_sync_request
+from knowledge.sources.connectors.base import ConfigError
+from knowledge.sources.crypto import secrets_open, secrets_seal
+from knowledge.sources.models import Source
+from knowledge.sources.services.registry import config_check
+from knowledge.sources.services.syncing import source_sync_request
 
-REMOVE_TASK = "sources.tasks.remove_source"
+REMOVE_TASK = "knowledge.sources.tasks.remove_source"
 MAX_SCHEDULE_MINUTES = 525_600  # a year
 UNSET: Any = object()
 

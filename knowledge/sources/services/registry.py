@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from knowledge.extraction import SUPPORTED_SUFFIXES
-from sources.connectors.base import ConfigError, Connector, Context
+from knowledge.sources.connectors.base import ConfigError, Connector, Context
 
 
 def kinds() -> list[str]:

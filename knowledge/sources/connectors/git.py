@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
 
 GIT_TIMEOUT_SECONDS = 600  # a first clone of a large repository; a hung server must not hold the sync forever
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$")

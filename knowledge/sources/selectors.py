@@ -8,7 +8,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from accounts.models import Tenant
-from sources.models import Source, SourceSync
+from knowledge.sources.models import Source, SourceSync
 
 
 class SyncJson(TypedDict):

@@ -4,6 +4,7 @@ from django.apps import AppConfig
 
 
 class SourcesConfig(AppConfig):
-    name = "sources"
+    name = "knowledge.sources"
+    label = "sources"  # its tables and migrations keep the short name
     verbose_name = "Sources"
     default_auto_field = "django.db.models.BigAutoField"

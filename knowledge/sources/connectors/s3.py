@@ -16,7 +16,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _CLIENT_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)

@@ -2,10 +2,10 @@
 
 from django.db import migrations
 
-# Keep in sync with sources.services.syncing.DISPATCH_SCHEDULE_NAME / DISPATCH_TASK; the service
+# Keep in sync with knowledge.sources.services.syncing.DISPATCH_SCHEDULE_NAME / DISPATCH_TASK; the service
 # re-creates the schedule whenever a sync is requested, should it ever go missing.
 DISPATCH_SCHEDULE_NAME = "sources: start due syncs"
-DISPATCH_TASK = "sources.tasks.dispatch_syncs"
+DISPATCH_TASK = "knowledge.sources.tasks.dispatch_syncs"
 
 
 def create_schedule(apps, schema_editor):

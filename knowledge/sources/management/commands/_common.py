@@ -6,8 +6,8 @@ from django.core.management.base import CommandError
 
 from accounts.access import CliAccessError, cli_context
 from accounts.models import Tenant
-from sources.models import Source
-from sources.selectors import source_list
+from knowledge.sources.models import Source
+from knowledge.sources.selectors import source_list
 
 
 def tenant_for(slug: str) -> Tenant:

@@ -1,7 +1,7 @@
 """The Sources pages of the admin: add, edit, pause, sync now, remove; each source's syncs with counts and errors.
 
 Tenancy as everywhere in the admin (``accounts.web.TenantScopedAdmin``): staff see and change only
-sources of tenants where they are editors or admins. Every write goes through ``sources.services``;
+sources of tenants where they are editors or admins. Every write goes through ``knowledge.sources.services``;
 the form checks the configuration (and reaches the source) before anything is stored.
 """
 
@@ -16,14 +16,14 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
 from accounts.web import TenantFilter, TenantScopedAdmin, tenant_choices
-from sources.connectors.base import ConfigError
-from sources.models import Source, SourceSync
-from sources.selectors import latest_syncs, source_status
-from sources.services.editing import (
+from knowledge.sources.connectors.base import ConfigError
+from knowledge.sources.models import Source, SourceSync
+from knowledge.sources.selectors import latest_syncs, source_status
+from knowledge.sources.services.editing import (
     UNSET, check_name, check_name_free, check_schedule, source_config_check, source_create, source_delete, source_secret_names, source_update,
 )
-from sources.services.registry import kinds
-from sources.services.syncing import SourceGone, source_sync_request
+from knowledge.sources.services.registry import kinds
+from knowledge.sources.services.syncing import SourceGone, source_sync_request
 
 
 class SourceForm(forms.ModelForm):

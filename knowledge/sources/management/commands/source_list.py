@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from sources.management.commands._common import tenant_for
-from sources.selectors import latest_syncs, source_list, source_status
+from knowledge.sources.management.commands._common import tenant_for
+from knowledge.sources.selectors import latest_syncs, source_list, source_status
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 
-from sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
 
 
 def allowed_roots() -> list[Path]:
