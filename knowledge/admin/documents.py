@@ -1,4 +1,4 @@
-"""The editors' admin: documents (upload, edit, live progress, actions, chunks, search playground) and the audit trail.
+"""The editors' documents in the admin: upload, edit, live progress, actions, chunks and the search playground.
 
 Tenancy: superusers see everything; other staff see and change only documents of tenants
 where they are editors or admins, and can only choose those tenants; staff who are only
@@ -14,7 +14,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -24,17 +23,13 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
-from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts, tenant_choices
-from accounts.models import Tenant
+from accounts.web import TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts
 from knowledge import rag
-from knowledge.models import (
-    AuditEvent, CorpusStat, Document, DocumentStatus, EmbeddingMigration, EmbeddingMigrationStatus, Entity, IndexRebuild,
-    SearchLanguage,
-)
+from knowledge.models import CorpusStat, Document, DocumentStatus
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -57,20 +52,17 @@ from knowledge.selectors import (
     document_display,
     document_list_label,
     document_progress,
-    entity_mentions,
-    entity_neighbors,
 )
-from knowledge.services import index_health, reembedding, state, text_search
+from knowledge.services import state
 
-ACTIVE = (DocumentStatus.QUEUED, DocumentStatus.PROCESSING)
 CHUNKS_PER_PAGE = 25  # full texts: ~50,000 characters a page with the default chunker
 MAX_PROGRESS_IDS = 200
-
 
 # --- Documents ----------------------------------------------------------------------------------
 
 
-def _actor(request: HttpRequest) -> str:
+def actor_of(request: HttpRequest) -> str:
+    """How the audit trail names the admin user making a change."""
     return request.user.get_username()
 
 
@@ -192,14 +184,14 @@ class DocumentAdmin(TenantScopedAdmin):
             try:
                 if data["files"]:
                     documents = document_upload_create(
-                        tenant=data["tenant"], files=data["files"], actor=_actor(request),
+                        tenant=data["tenant"], files=data["files"], actor=actor_of(request),
                         document_ids=[data["external_id"]] if data["external_id"] else None,
                         title=data["title"], uri=data["uri"], metadata=data["metadata"],
                     )
                 else:
                     external_id = data["external_id"] or document_id_from_filename(data["title"])
                     documents = [document_text_save(
-                        tenant=data["tenant"], external_id=external_id, text=data["text"], actor=_actor(request),
+                        tenant=data["tenant"], external_id=external_id, text=data["text"], actor=actor_of(request),
                         title=data["title"], uri=data["uri"], metadata=data["metadata"],
                     )]
             except DocumentInputError as exc:
@@ -227,7 +219,7 @@ class DocumentAdmin(TenantScopedAdmin):
     def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
         data = form.cleaned_data
         queued = document_update(
-            document=obj, actor=_actor(request), title=data["title"], uri=data["uri"], metadata=data["metadata"],
+            document=obj, actor=actor_of(request), title=data["title"], uri=data["uri"], metadata=data["metadata"],
             text=data.get("text") if "text" in form.fields else None, upload=data.get("replace_file") or None,
         )
         obj.refresh_from_db()
@@ -244,10 +236,10 @@ class DocumentAdmin(TenantScopedAdmin):
         return listed, {"documents": len(documents), "chunks": chunk_total}, set(), []
 
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
-        document_delete_many(documents=[obj], actor=_actor(request))
+        document_delete_many(documents=[obj], actor=actor_of(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
-        document_delete_many(documents=list(queryset.select_related("tenant")), actor=_actor(request))
+        document_delete_many(documents=list(queryset.select_related("tenant")), actor=actor_of(request))
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
@@ -258,12 +250,12 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.action(description="Re-index selected documents", permissions=["change"])
     def reindex_selected(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
-        count = document_reindex(documents=queryset, actor=_actor(request))
+        count = document_reindex(documents=queryset, actor=actor_of(request))
         self.message_user(request, f"Queued {count} document{'s' if count != 1 else ''} for re-indexing.", messages.SUCCESS)
 
     @admin.action(description="Cancel queued or running work", permissions=["change"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
-        result = document_cancel(documents=queryset, actor=_actor(request))
+        result = document_cancel(documents=queryset, actor=actor_of(request))
         parts = []
         if result.cancelled:
             parts.append(f"cancelled {result.cancelled}")
@@ -275,7 +267,7 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.action(description="Retry failed documents", permissions=["change"])
     def retry_selected(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
-        count = document_retry(documents=queryset, actor=_actor(request))
+        count = document_retry(documents=queryset, actor=actor_of(request))
         skipped = queryset.count() - count
         message = f"Queued {count} failed document{'s' if count != 1 else ''} again."
         if skipped:
@@ -286,7 +278,7 @@ class DocumentAdmin(TenantScopedAdmin):
     def delete_documents(self, request: HttpRequest, queryset: QuerySet[Document]) -> TemplateResponse | None:
         documents = list(queryset.select_related("tenant"))
         if request.POST.get("post") == "yes":
-            count = document_delete_many(documents=documents, actor=_actor(request))
+            count = document_delete_many(documents=documents, actor=actor_of(request))
             self.message_user(request, f"Deleted {count} document{'s' if count != 1 else ''} and their chunks.", messages.SUCCESS)
             return None
         context = {
@@ -387,220 +379,3 @@ class DocumentAdmin(TenantScopedAdmin):
         if object_id.isdigit():
             extra["chunks_url"] = reverse("admin:knowledge_document_chunks", args=[int(object_id)])
         return super().change_view(request, object_id, form_url, extra)
-
-
-# --- Audit trail ----------------------------------------------------------------------------------
-
-
-@admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdmin, TenantScopedAdmin):
-    """Who changed what: read-only."""
-
-    list_display = ["when", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
-    list_filter = ["action", "trigger", TenantFilter]
-    list_select_related = ["tenant"]
-    show_full_result_count = False
-    search_fields = ["actor"]
-
-    @admin.display(description="At", ordering="at")
-    def when(self, obj: AuditEvent) -> str:
-        return admin_time(obj.at)  # to the minute: the default format rounds an audit trail to the hour ("7 p.m.")
-
-    @admin.display(description="Documents")
-    def documents(self, obj: AuditEvent) -> str:
-        shown = ", ".join(obj.document_ids[:5])
-        return shown + (f" and {len(obj.document_ids) - 5} more" if len(obj.document_ids) > 5 else "")
-
-
-
-# --- Text search language (stemming and stop words per tenant) ---------------------------------------
-
-
-@admin.register(SearchLanguage)
-class SearchLanguageAdmin(TenantScopedAdmin):
-    """A tenant's keyword search language. Saving a new one queues the re-index of the tenant's keyword
-    data (``knowledge.services.text_search``); searches use the old language until it completes."""
-
-    list_display = ["tenant", "language", "index_language", "requested_at", "applied_at", "error"]
-    list_filter = [TenantFilter]
-    list_select_related = ["tenant"]
-    fields = ["tenant", "language", "index_language", "requested_at", "applied_at", "error"]
-    readonly_fields = ["index_language", "requested_at", "applied_at", "error"]
-
-    def get_readonly_fields(self, request: HttpRequest, obj: SearchLanguage | None = None) -> list[str]:
-        return self.readonly_fields + (["tenant"] if obj is not None else [])
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant":
-            kwargs["queryset"] = tenant_choices(request)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    @admin.display(description="Index uses")
-    def index_language(self, obj: SearchLanguage) -> str:
-        if obj.pk is None:
-            return "-"
-        state_now = text_search.search_language_state(tenant=obj.tenant)
-        return f"{state_now.active} (re-indexing)" if state_now.reindexing else state_now.active
-
-    def save_model(self, request: HttpRequest, obj: SearchLanguage, form: Any, change: bool) -> None:
-        text_search.search_language_set(tenant=obj.tenant, language=obj.language)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # the row is the tenant's setting: change it instead
-
-
-# --- Embedding model moves (manage.py reembed) ---------------------------------------------------------
-
-
-class EmbeddingMigrationForm(forms.ModelForm):
-    """Start a move: the tenant and the model (the names ``QUARRY_EMBEDDING_MODEL`` takes)."""
-
-    target_name = forms.ChoiceField(label="Model", choices=())
-
-    class Meta:
-        model = EmbeddingMigration
-        fields = ["tenant", "target_name"]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        names = list(dict.fromkeys([*settings.LOCAL_EMBEDDERS, str(settings.QUARRY_EMBEDDING_MODEL).lower()]))
-        self.fields["target_name"].choices = [(name, name) for name in names if name != "none"]
-
-
-@admin.register(EmbeddingMigration)
-class EmbeddingMigrationAdmin(TenantScopedAdmin):
-    """Moves of a tenant's vectors to another embedding model, with their progress. Adding one starts
-    it (``knowledge.services.reembedding``: the worker embeds every chunk, searches keep the old
-    vectors until the switch); a running one can be cancelled. Finished moves are the record."""
-
-    form = EmbeddingMigrationForm
-    list_display = ["tenant", "source_model", "target_model", "status", "progress", "started_at", "updated_at", "finished_at", "error"]
-    list_filter = ["status", TenantFilter]
-    list_select_related = ["tenant"]
-    actions = ["cancel_selected"]
-
-    def get_fields(self, request: HttpRequest, obj: EmbeddingMigration | None = None) -> list[str]:
-        if obj is None:
-            return ["tenant", "target_name"]
-        return ["tenant", "source_model", "target_model", "status", "progress", "requested_by", "started_at", "updated_at",
-                "finished_at", "error"]
-
-    def get_readonly_fields(self, request: HttpRequest, obj: EmbeddingMigration | None = None) -> list[str]:
-        return [] if obj is None else self.get_fields(request, obj)
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant":
-            kwargs["queryset"] = tenant_choices(request)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    @admin.display(description="Progress")
-    def progress(self, obj: EmbeddingMigration) -> str:
-        return format_html(
-            '<div class="quarry-progress"><span class="quarry-progress-label">{} / {} ({}%)</span>'
-            '<span class="quarry-progress-track"><span class="quarry-progress-fill" data-percent="{}"></span></span></div>',
-            f"{obj.done:,}", f"{obj.total:,}", obj.percent, obj.percent,
-        )
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # the record of a move; cancel a running one instead
-
-    def save_model(self, request: HttpRequest, obj: EmbeddingMigration, form: Any, change: bool) -> None:
-        created = reembedding.reembed_start(tenant=obj.tenant, model=form.cleaned_data["target_name"], actor=_actor(request))
-        obj.pk = created.pk
-        obj.refresh_from_db()
-
-    def add_view(self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        try:
-            return super().add_view(request, form_url, extra_context)
-        except reembedding.ReembedError as exc:
-            self.message_user(request, str(exc), level=messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
-
-    @admin.action(description="Cancel the selected running moves")
-    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[EmbeddingMigration]) -> None:
-        stopped = 0
-        for migration in queryset.filter(status=EmbeddingMigrationStatus.RUNNING).select_related("tenant"):
-            stopped += reembedding.reembed_cancel(tenant=migration.tenant) is not None
-        self.message_user(request, f"{stopped} move{'s' if stopped != 1 else ''} cancelled; their staged vectors were dropped.")
-
-
-# --- The shared search indexes: health and rebuilds ---------------------------------------------------
-
-
-@admin.register(IndexRebuild)
-class IndexRebuildAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    """Superusers only (the indexes are shared by every tenant): each watched index's size, live rows,
-    bloat and last rebuild above the list of past rebuilds. Rebuilds run from the schedule or
-    ``manage.py index_health --reindex`` (a concurrent reindex can outlast a page request)."""
-
-    list_display = ["index_name", "trigger", "started_at", "seconds", "size_before", "size_after", "live_rows", "bloat_before", "error"]
-    list_filter = ["index_name", "trigger"]
-    show_full_result_count = False
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_superuser)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-
-    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        context = {**(extra_context or {}), "index_health": index_health.index_health_report(),
-                   "rebuild_bound": index_health.rebuild_bound()}
-        return super().changelist_view(request, context)
-
-
-# --- The knowledge graph: an entity browser ---------------------------------------------------------
-
-
-@admin.register(Entity)
-class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
-    """A tenant's entities (read-only: the graph follows the chunks): each with its mentions and its neighbours."""
-
-    list_display = ["name", "tenant", "type", "chunk_count", "defined_count"]
-    list_filter = ["type", TenantFilter]
-    list_select_related = ["tenant"]
-    list_per_page = 100
-    search_fields = ["normalized", "name"]
-    show_full_result_count = False
-    ordering = ["-chunk_count", "id"]
-    fields = ["tenant_slug", "name", "normalized", "type", "chunk_count", "defined_count", "mention_table", "neighbor_table"]
-    readonly_fields = fields
-
-    @admin.display(description="Tenant")
-    def tenant_slug(self, obj: Entity) -> str:
-        return obj.tenant.slug
-
-    @admin.display(description="Mentions (strongest first)")
-    def mention_table(self, obj: Entity) -> str:
-        rows = entity_mentions(entity=obj)
-        if not rows:
-            return "None."
-        body = format_html_join(
-            "", '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
-            ((reverse("admin:knowledge_document_change", args=[row["document_id"]]), row["document__title"] or row["document__external_id"],
-              row["chunk__chunk_id"], row["extractor"], round(row["weight"], 2)) for row in rows),
-        )
-        more = "" if obj.chunk_count <= len(rows) else format_html("<p>The first {} of {} chunks.</p>", len(rows), obj.chunk_count)
-        return format_html(
-            '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Document</th><th>Chunk</th>'
-            "<th>Found by</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>{}", body, more,
-        )
-
-    @admin.display(description="Neighbours (through relations its chunks state)")
-    def neighbor_table(self, obj: Entity) -> str:
-        rows = entity_neighbors(entity=obj)
-        if not rows:
-            return "None."
-        body = format_html_join(
-            "", '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>',
-            ((reverse("admin:knowledge_entity_change", args=[row["entity"].pk]), row["entity"].name,
-              ", ".join(row["predicates"]), row["chunks"], row["weight"]) for row in rows),
-        )
-        return format_html(
-            '<div class="quarry-table-scroll"><table class="quarry-graph"><thead><tr><th>Entity</th><th>Relations</th>'
-            "<th>Chunks</th><th>Weight</th></tr></thead><tbody>{}</tbody></table></div>", body,
-        )
