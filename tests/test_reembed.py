@@ -24,6 +24,7 @@ from django.utils import timezone
 from accounts.models import Role, Tenant
 from knowledge import rag, tasks
 from knowledge.models import Chunk, CorpusStat, Document, EmbeddingCache, EmbeddingMigration
+from knowledge.rag.backends.postgres import maintenance
 from knowledge.rag.embedding import BGE_MODEL_ID, LOCAL_MODEL_ID, BgeSmallEmbedder, LocalEmbedder
 from knowledge.services import reembedding
 from knowledge.services.documents import document_ingest
@@ -165,9 +166,9 @@ def test_searches_during_the_switch_see_all_old_vectors_or_all_new_ones() -> Non
     migration = reembedding.reembed_start(tenant=tenant, model="bge-small", queue=False)
     # Stage everything but the last chunks, so that the switch itself still embeds some.
     last = Chunk.objects.filter(tenant=tenant).order_by("-id").values_list("id", flat=True)[5]
-    for pk, digest, text in reembedding._backend().reembed_pending("acme", BGE_MODEL_ID, limit=1000):
+    for pk, digest, text in maintenance.reembed_pending(reembedding._backend(), "acme", BGE_MODEL_ID, limit=1000):
         if pk < last:
-            reembedding._backend().reembed_stage("acme", BGE_MODEL_ID, {digest: reembedding._embed_sync(BgeSmallEmbedder())([text])[0]})
+            maintenance.reembed_stage(reembedding._backend(), "acme", BGE_MODEL_ID, {digest: reembedding._embed_sync(BgeSmallEmbedder())([text])[0]})
     EmbeddingMigration.objects.filter(pk=migration.pk).update(position=last)
     errors: list[BaseException] = []
     done = threading.Event()
@@ -301,7 +302,7 @@ def test_editors_start_and_watch_a_move_in_the_admin_for_their_tenant_only(acme:
 def test_the_switch_embeds_chunks_nothing_staged_under_its_lock(acme: Tenant) -> None:
     """Chunks that landed after the staging finished get their vector inside the switch's transaction."""
     backend = reembedding._backend()
-    changed = backend.reembed_switch("acme", BGE_MODEL_ID, reembedding._embed_sync(BgeSmallEmbedder()), batch=16)
+    changed = maintenance.reembed_switch(backend, "acme", BGE_MODEL_ID, reembedding._embed_sync(BgeSmallEmbedder()), batch=16)
     assert changed == 40 and models_of(acme) == {BGE_MODEL_ID}
     assert semantic(rag.tenant_service("acme"))
 

@@ -134,7 +134,7 @@ def postgres(
     storage is Django's database alias ``using``.
 
     Ingestions of more than ``inline_index_max_chunks`` chunks (default 500) leave their
-    postings and HNSW entries to ``PostgresBackend.index_backlog``; they are searchable at once.
+    postings and HNSW entries to the indexer (``backends.postgres.maintenance.index_backlog``); they are searchable at once.
     """
     if isinstance(positional_embedder, str) or table is not None:
         raise ConfigurationError(

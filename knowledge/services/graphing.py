@@ -31,6 +31,7 @@ from knowledge.graph.llm import LlmSpec, extract_triples
 from knowledge.graph.store import GraphWriter
 from knowledge.models import GraphTokenUsage
 from knowledge.rag import factory
+from knowledge.rag.backends.postgres import maintenance
 from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
@@ -43,10 +44,10 @@ TASK_SECONDS = 60.0
 
 def graph_rebuild(*, namespace: str, on_progress: Callable[[int, int], None] | None = None) -> int:
     """Recompute ``namespace``'s graph from its indexed chunks (one transaction); returns the chunks read."""
-    backend = factory.backend()
-    if not hasattr(backend, "rebuild_graph"):
-        raise TypeError(f"the configured backend {type(backend).__name__} keeps no knowledge graph")
-    return backend.rebuild_graph(namespace, on_progress=on_progress)
+    backend = maintenance.configured()
+    if backend is None:
+        raise TypeError(f"the configured backend {type(factory.backend()).__name__} keeps no knowledge graph")
+    return maintenance.rebuild_graph(backend, namespace, on_progress=on_progress)
 
 
 def llm_enqueue(namespace: str) -> None:
