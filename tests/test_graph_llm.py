@@ -45,7 +45,7 @@ def answer(messages: list[dict[str, Any]]) -> str:
 def llm(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> FakeOpenAI:
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
     settings.QUARRY_GRAPH_EXTRACTOR = {"CLASS": "chat.llm.extraction.CatalogCompleter", "OPTIONS": {"model": "chat"}}
-    settings.QUARRY_RAG_BACKEND = backend_setting(graph_llm_model="catalog/chat", on_graph_indexed="knowledge.services.graphing.llm_enqueue")
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph_llm_model="catalog/chat")
     fake.chat_reply = answer
     return fake
 

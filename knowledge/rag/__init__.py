@@ -60,13 +60,14 @@ from knowledge.rag.types import (
     RAGQuery,
     Scalar,
     SearchMode,
+    Stored,
 )
 
 __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
     "EmbeddingCache", "EmbeddingModels", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
-    "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
+    "RAGValidationError", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
     "EmbeddingModelChanged", "reads", "script_of",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",

@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 
 from knowledge.rag import limits
 from knowledge.rag.chunking import FixedSizeChunker, chunker_output, locate
@@ -52,6 +52,7 @@ from knowledge.rag.types import (
     RAGHit,
     RAGQuery,
     SearchMode,
+    Stored,
     Trigger,
     Vector,
     check_fusion_weight,
@@ -78,6 +79,15 @@ BACKEND_METHODS = ("start", "close", "replace", "delete", "fetch", "search")
 # Writes through a backend of the seed's contract alone (no ``replace_documents``) have no
 # audit table of their own: they are recorded here, without their content.
 audit_log = logging.getLogger("knowledge.rag.audit")
+
+
+class IngestOptions(TypedDict, total=False):
+    """``ingest``'s keyword options (see ``RAGService.ingest_documents``)."""
+
+    trigger: Trigger
+    actor: str | None
+    on_progress: Callable[[float], None] | None
+    on_counts: Callable[[int, int], None] | None
 
 
 class _Piece:
@@ -196,7 +206,13 @@ class RAGService:
 
     # --- writes ----------------------------------------------------------------
 
-    async def ingest(
+    async def ingest(self, documents: Sequence[RAGDocument], **options: Unpack[IngestOptions]) -> int:
+        """Replace each document's chunks completely; return the number of chunks generated and stored
+        (the seed's contract). The options (``trigger``, ``actor``, ``on_progress``, ``on_counts``) are
+        ``ingest_documents``'s, which also says what the write left for the background."""
+        return (await self.ingest_documents(documents, **options)).chunks
+
+    async def ingest_documents(
         self,
         documents: Sequence[RAGDocument],
         *,
@@ -204,8 +220,10 @@ class RAGService:
         actor: str | None = None,
         on_progress: Callable[[float], None] | None = None,
         on_counts: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Replace each document's chunks completely; return the number of chunks generated and stored.
+    ) -> Stored:
+        """``ingest``, returning what the write stored and left for the background (``Stored``: chunks
+        awaiting the indexer, chunks extracted into the graph). Nothing is queued here: the caller
+        (``knowledge.services``) queues that work once the write commits.
 
         Checks run in the order of the seed's list of bounds (documents, characters,
         characters per chunk, chunks per request, identifiers), then everything else
@@ -261,9 +279,9 @@ class RAGService:
                     for doc, pieces in planned
                 ]
                 stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
-            if stored != total_chunks:
-                raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
-            return total_chunks
+            if not isinstance(stored, Stored) or stored.chunks != total_chunks:
+                raise BackendContractError(f"backend stored {stored!r}, expected Stored with {total_chunks} chunks")
+            return stored
         chunks = [
             RAGChunk(
                 f"{doc.id}:{ordinal}", doc.id, namespace, piece.text, doc.title, doc.uri, doc.metadata,
@@ -274,7 +292,7 @@ class RAGService:
         ]
         await self.backend.replace(namespace, tuple(ids), tuple(chunks))
         audit_log.info("ingest namespace=%s trigger=%s actor=%s documents=%s chunks=%s", namespace, trigger, actor, ids, total_chunks)
-        return total_chunks
+        return Stored(total_chunks)  # a backend of the seed's contract alone indexes as it stores
 
     async def delete(self, document_ids: Sequence[str], *, trigger: Trigger = "user", actor: str | None = None) -> int | None:
         """Delete documents and all their chunks in this namespace.

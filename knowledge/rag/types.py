@@ -405,6 +405,21 @@ class PreparedDocument:
     namespace_model: str | None = None
 
 
+@dataclass(frozen=True)
+class Stored:
+    """What a write stored, and the background work it left for the layer above to queue.
+
+    ``chunks``: how many chunks it stored. ``backlog``: some of them still await their postings
+    and HNSW entries (the indexer's work). ``extracted``: the write extracted chunks into the
+    knowledge graph (the optional LLM pass may have new texts). The backend never queues work
+    itself: it cannot see the services above it; the caller queues it once the write commits.
+    """
+
+    chunks: int
+    backlog: bool = False
+    extracted: bool = False
+
+
 # --- protocols --------------------------------------------------------------------
 #
 # The seed's contracts, exactly: an Embedder is ``embed`` alone, a Chunker is ``split``,
@@ -476,12 +491,13 @@ class DocumentStore(Protocol):
 
     When a backend has both methods the service writes through them instead of
     ``replace``/``delete``; Quarry's backends record the actor and trigger of each write in
-    the same transaction. Both return counts: chunks stored, documents that existed.
+    the same transaction. ``replace_documents`` says what it stored and left for the background
+    (``Stored``); ``delete_documents`` how many of the documents existed.
     """
 
     async def replace_documents(
         self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger
-    ) -> int: ...
+    ) -> Stored: ...
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int: ...
 

@@ -34,7 +34,7 @@ from knowledge.models import Document, DocumentStatus
 from knowledge.rag import factory, limits
 from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
-from knowledge.services import state
+from knowledge.services import indexing, state
 from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
 DEFAULT: Literal["default"] = "default"
@@ -132,7 +132,9 @@ def document_ingest(
     # this embeds makes it embed again with the new model).
     follow = factory.embedder_for_model if embedder == DEFAULT else None
     service = rag.service(guarded, base.embedder, base.chunker, namespace=tenant.slug, embedder_for_model=follow)
-    return async_to_sync(service.ingest)(documents, actor=actor, trigger=trigger)
+    stored = async_to_sync(service.ingest_documents)(documents, actor=actor, trigger=trigger)
+    indexing.after_write(namespace=tenant.slug, stored=stored)
+    return stored.chunks
 
 
 def document_upload_create(

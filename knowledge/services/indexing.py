@@ -1,8 +1,9 @@
 """The background indexer: postings and HNSW entries for the backlog of large ingestions.
 
 An ingestion of more than ``QUARRY_INDEX_INLINE_MAX_CHUNKS`` chunks stores them
-searchable but un-indexed (see ``knowledge.rag.backends.postgres.writes``) and, once it
-commits, queues ``knowledge.tasks.index_backlog`` for its tenant. The reclaim
+searchable but un-indexed (see ``knowledge.rag.backends.postgres.writes``) and says so
+(``Stored.backlog``); its service queues ``knowledge.tasks.index_backlog`` for the tenant
+once the write commits (``after_write``). The reclaim
 schedule re-queues any tenant whose backlog was left behind (a lost task, a
 worker stopped mid-way), so a backlog always drains while workers run. Several
 workers may index one tenant at once: each takes chunks the others do not hold.
@@ -21,6 +22,8 @@ from django_q.tasks import async_task
 from accounts.models import Tenant
 from knowledge.models import Chunk
 from knowledge.rag.backends.postgres import maintenance
+from knowledge.rag.types import Stored
+from knowledge.services import graphing
 from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
@@ -43,6 +46,16 @@ def enqueue(namespace: str) -> None:
     transaction.on_commit(send, robust=True)
 
 
+def after_write(*, namespace: str, stored: Stored) -> None:
+    """Queue, on commit of the current transaction, the background work a write left (its ``Stored``):
+    the indexer for its backlog, the graph's LLM pass for the chunks it extracted. Every service that
+    writes chunks calls it with what the write returned; the backend never queues anything itself."""
+    if stored.backlog:
+        enqueue(namespace)
+    if stored.extracted:
+        graphing.llm_enqueue(namespace)
+
+
 def backlog_index(*, namespace: str, seconds: float | None = None, on_progress: Callable[[int], None] | None = None) -> int:
     """Index ``namespace``'s backlog; returns how many chunks this call indexed.
 
@@ -62,6 +75,8 @@ def backlog_index(*, namespace: str, seconds: float | None = None, on_progress: 
             return done  # the tenant was deleted after the task was queued: nothing left to index
         if batch == 0:
             return done  # empty, or what is left is held by another indexer
+        if indexer.extract_graph:
+            graphing.llm_enqueue(namespace)  # the batch's chunks joined the graph: the LLM pass may have texts
         done += batch
         if on_progress is not None:
             on_progress(done)

@@ -6,7 +6,7 @@ work to the module that answers it: ``writes``, ``plan`` (search), ``graph_reads
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -20,7 +20,7 @@ from knowledge.rag.backends.postgres import graph_reads, plan, writes
 from knowledge.rag.backends.postgres import sql as q
 from knowledge.rag.backends.postgres.bm25 import BM25_B, BM25_K1
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id
-from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, Trigger, Vector
+from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, Stored, Trigger, Vector
 
 # Ingestions of up to this many chunks index them in their own transaction; larger ones
 # leave it to the indexer (``maintenance.index_backlog``). One editor upload stays well under it.
@@ -49,21 +49,16 @@ class PostgresBackend:
     def __init__(
         self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
         postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = BM25_K1, b: float = BM25_B,
-        inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS, on_backlog: Callable[[str], None] | str | None = None,
-        graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None,
-        on_graph_indexed: Callable[[str], None] | str | None = None, extract_graph: bool = True,
+        inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS,
+        graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None, extract_graph: bool = True,
         exact_max_chunks: int = EXACT_MAX_CHUNKS, create_namespaces: bool = False,
     ) -> None:
-        """``inline_index_max_chunks``: larger ingestions go to the backlog. ``on_backlog(namespace)``
-        is called inside the transaction that left chunks un-indexed (schedule the indexer there,
-        on commit); a dotted path names such a function (settings do, so that this layer never
-        imports the services above it). Without it, the backlog waits for ``index_backlog``
-        (search stays exact meanwhile).
+        """``inline_index_max_chunks``: larger ingestions go to the backlog (``Stored.backlog`` says so;
+        the caller queues the indexer, ``maintenance.index_backlog``; search stays exact meanwhile).
 
         ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``graph_llm_model``:
-        the LLM extractor's model id, whose cached triples extraction merges in (None: offline only);
-        ``on_graph_indexed(namespace)`` is called in every transaction that extracted chunks (the
-        LLM pass is scheduled there). ``extract_graph=False``: chunks get no graph (removals still
+        the LLM extractor's model id, whose cached triples extraction merges in (None: offline only;
+        ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
@@ -83,11 +78,9 @@ class PostgresBackend:
         self.create_namespaces = create_namespaces
         self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
         self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
-        self.on_graph_indexed = on_graph_indexed
         self.extract_graph = extract_graph
         self.using = using
         self.inline_index_max_chunks = inline_index_max_chunks
-        self.on_backlog = on_backlog
         self.hybrid_depth = hybrid_depth
         self.ef_search = ef_search
         self.postings_per_term = postings_per_term
@@ -162,7 +155,7 @@ class PostgresBackend:
 
     # --- audited whole-document writes (DocumentStore) --------------------------------------------
 
-    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
+    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> Stored:
         return await sync_to_async(writes.replace, thread_sensitive=True)(self, namespace, documents, actor, trigger)
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:

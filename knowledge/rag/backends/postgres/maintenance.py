@@ -46,7 +46,8 @@ def backlog(backend: PostgresBackend, namespace: str) -> int:
 
 
 def index_backlog(backend: PostgresBackend, namespace: str, *, limit: int = INDEX_BATCH_CHUNKS) -> int:
-    """Index up to ``limit`` of the namespace's backlog in one transaction; returns how many.
+    """Index up to ``limit`` of the namespace's backlog in one transaction; returns how many
+    (with ``backend.extract_graph``, as many were extracted into the graph).
 
     Safe to run in any number of processes at once: each takes chunks no one else
     holds (``SKIP LOCKED``), and an ingestion replacing a chunk waits for its indexer.
@@ -71,7 +72,6 @@ def index_backlog(backend: PostgresBackend, namespace: str, *, limit: int = INDE
                 graph = GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm)
                 graph.index(ids, prepared=prepared)
                 graph.finish()
-                writes.graph_indexed(backend, namespace)
     return len(ids)
 
 
@@ -241,7 +241,4 @@ def rebuild_graph(backend: PostgresBackend, namespace: str, *, on_progress: Call
     returns the chunks read. ``on_progress(done, total)`` after every batch."""
     tenant_id = known_tenant_id(backend.using, namespace)
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
-        count = GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm).rebuild(on_progress=on_progress)
-        if count:
-            writes.graph_indexed(backend, namespace)
-    return count
+        return GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm).rebuild(on_progress=on_progress)

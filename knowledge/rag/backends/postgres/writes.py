@@ -8,7 +8,8 @@ configuration), then documents by external id, then chunks by id, the graph last
 
 A small ingestion (up to the backend's ``inline_index_max_chunks``) writes its postings, HNSW
 entries and graph in the same transaction; a larger one stores its chunks ``indexed = false``
-for the indexer (``maintenance.index_backlog``).
+for the indexer (``maintenance.index_backlog``). A write queues nothing: it returns what it left
+for the background (``Stored``) and the service that called it queues that once it commits.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
-from django.utils.module_loading import import_string
 
 from accounts.models import Tenant
 from knowledge.graph.store import GraphWriter, prepare_extraction
@@ -27,7 +27,7 @@ from knowledge.rag.backends.postgres.binary_copy import copy_chunks
 from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, impact_sql
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id, tenant_id as known_tenant_id
 from knowledge.rag.errors import EmbeddingModelChanged
-from knowledge.rag.types import PreparedDocument, Trigger, Vector
+from knowledge.rag.types import PreparedDocument, Stored, Trigger, Vector
 
 if TYPE_CHECKING:
     from knowledge.rag.backends.postgres.facade import PostgresBackend
@@ -185,13 +185,6 @@ def audit(cursor: Any, tenant_id: int, actor: str | None, trigger: Trigger, acti
     )
 
 
-def graph_indexed(backend: PostgresBackend, namespace: str) -> None:
-    if backend.on_graph_indexed is not None:
-        if isinstance(backend.on_graph_indexed, str):
-            backend.on_graph_indexed = import_string(backend.on_graph_indexed)
-        backend.on_graph_indexed(namespace)
-
-
 # --- the write transactions ------------------------------------------------------------------
 
 
@@ -212,8 +205,9 @@ def _written_tenant_id(backend: PostgresBackend, cursor: Any, namespace: str, ac
     return tenant.pk
 
 
-def replace(backend: PostgresBackend, namespace: str, documents: Sequence[PreparedDocument], actor: str | None, trigger: Trigger) -> int:
-    """Make ``documents`` (with their chunks) the namespace's versions of them, in one transaction; returns the chunks stored."""
+def replace(backend: PostgresBackend, namespace: str, documents: Sequence[PreparedDocument], actor: str | None, trigger: Trigger) -> Stored:
+    """Make ``documents`` (with their chunks) the namespace's versions of them, in one transaction;
+    returns what it stored and left to the indexer."""
     # A fixed lock order (by id) keeps two multi-document ingests from deadlocking.
     ordered = sorted(documents, key=lambda p: p.document.id)
     total = sum(len(p.chunks) for p in ordered)
@@ -242,19 +236,14 @@ def replace(backend: PostgresBackend, namespace: str, documents: Sequence[Prepar
         stats_add(cursor, tenant_id, pks)
         if inline:
             post(cursor, tenant_id, OF_DOCUMENTS, [tenant_id, pks])
-        elif backend.on_backlog is not None:
-            if isinstance(backend.on_backlog, str):
-                backend.on_backlog = import_string(backend.on_backlog)
-            backend.on_backlog(namespace)
         audit(cursor, tenant_id, actor, trigger, "ingest", [p.document.id for p in documents], total)
         # Last: the graph lock comes after every row lock this transaction takes (see knowledge.graph.store).
         graph = GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm)
         graph.remove(old_chunks)
         if prepared is not None:
             graph.index([row[0] for row in prepared.rows], prepared=prepared)
-            graph_indexed(backend, namespace)
         graph.finish()
-    return total
+    return Stored(total, backlog=not inline and total > 0, extracted=bool(prepared is not None and prepared.rows))
 
 
 def _claim_embedding_model(cursor: Any, namespace: str, tenant_id: int, documents: Sequence[PreparedDocument]) -> None:
