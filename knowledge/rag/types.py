@@ -339,8 +339,23 @@ class RAGHit:
 
 
 @dataclass(frozen=True)
+class ResolvedNamespace:
+    """A namespace whose tenant was found once for the whole request: the tenant's id and slug (the
+    namespace), the model id of its vectors ("" before the first ones) and how many chunks it holds.
+
+    Read in one statement (``knowledge.rag.factory.resolve_namespace``); a backend that stores by
+    tenant uses it instead of looking the slug up again (``RAGQuery.resolved``).
+    """
+
+    tenant_id: int
+    slug: str
+    model: str
+    chunks: int
+
+
+@dataclass(frozen=True)
 class RAGQuery:
-    """A validated search request for one namespace."""
+    """A validated search request for one namespace (``resolved``: its tenant, when already found)."""
 
     text: str
     namespace: str
@@ -355,6 +370,7 @@ class RAGQuery:
     graph: bool = False  # add the graph leg (hybrid mode only)
     fusion: Fusion = Fusion.RRF  # how hybrid mode merges its legs (Fusion)
     fusion_weight: float = DEFAULT_FUSION_WEIGHT  # the semantic leg's weight in score fusion
+    resolved: ResolvedNamespace | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # The seed's bounds in the order of its list (limit, query text, filter fields and
@@ -375,6 +391,8 @@ class RAGQuery:
             raise RAGValidationError("vector", f"{self.mode.value} search needs a query vector (configure an embedder)")
         if self.graph and self.mode is not SearchMode.HYBRID:
             raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {self.mode.value}")
+        if self.resolved is not None and self.resolved.slug != self.namespace:
+            raise RAGValidationError("namespace", f"resolved as {self.resolved.slug!r}, not {self.namespace!r}")
 
 
 @dataclass(frozen=True)

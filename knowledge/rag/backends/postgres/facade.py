@@ -1,6 +1,6 @@
 """``PostgresBackend``: the seed's six methods over the Django models, and the optional capabilities
 ``RAGService`` looks for (audited whole-document writes, stored-vector reuse, the embedding cache,
-the namespace's model, re-ranking, the graph's reads). Each method finds the tenant and hands the
+the namespace's resolution, re-ranking, the graph's reads). Each method finds the tenant and hands the
 work to the module that answers it: ``writes``, ``plan`` (search), ``graph_reads``.
 """
 
@@ -19,8 +19,8 @@ from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.backends.postgres import graph_reads, plan, writes
 from knowledge.rag.backends.postgres import sql as q
 from knowledge.rag.backends.postgres.bm25 import BM25_B, BM25_K1
-from knowledge.rag.backends.postgres.namespaces import find_tenant_id
-from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, Stored, Trigger, Vector
+from knowledge.rag.backends.postgres.namespaces import find_tenant_id, resolve
+from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, ResolvedNamespace, Stored, Trigger, Vector
 
 # Ingestions of up to this many chunks index them in their own transaction; larger ones
 # leave it to the indexer (``maintenance.index_backlog``). One editor upload stays well under it.
@@ -99,6 +99,10 @@ class PostgresBackend:
     def _find_tenant_id(self, namespace: str) -> int | None:
         return find_tenant_id(self.using, namespace)
 
+    def _query_tenant_id(self, query: RAGQuery) -> int | None:
+        """The query's tenant: as the request resolved it (no round trip), else looked up by slug."""
+        return query.resolved.tenant_id if query.resolved is not None else self._find_tenant_id(query.namespace)
+
     # --- the seed's six methods ------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -146,7 +150,7 @@ class PostgresBackend:
         return await sync_to_async(self._search, thread_sensitive=True)(query)
 
     def _search(self, query: RAGQuery) -> list[RAGHit]:
-        tenant_id = self._find_tenant_id(query.namespace)
+        tenant_id = self._query_tenant_id(query)
         if query.graph:
             return graph_reads.graph_search(self, query, tenant_id).hits
         if tenant_id is None:
@@ -161,26 +165,12 @@ class PostgresBackend:
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
         return await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, document_ids, actor, trigger)
 
-    # --- vectors: the namespace's model, stored ones to reuse, the cache of computed ones ---------
+    # --- the namespace's resolution; vectors: stored ones to reuse, the cache of computed ones -------
 
-    async def namespace_embedding_model(self, namespace: str) -> str:
-        """The model id of the namespace's vectors ("" before the first ones land)."""
-        return await sync_to_async(self._namespace_embedding_model, thread_sensitive=True)(namespace)
-
-    def _namespace_embedding_model(self, namespace: str) -> str:
-        connection = connections[self.using]
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT s.embedding_model FROM accounts_tenant t JOIN knowledge_corpusstat s ON s.tenant_id = t.id WHERE t.slug = %s",
-                [namespace],
-            )
-            row = cursor.fetchone()
-        if not connection.in_atomic_block and connection.pool is not None:
-            # A search embeds its query next (CPU: the longest step under load). A pooled connection
-            # goes back meanwhile, as the API's views give theirs back before searching, so a slow
-            # embedding model cannot exhaust the pool; the search's SQL takes one again.
-            connection.close()
-        return row[0] if row else ""
+    async def resolve_namespace(self, namespace: str) -> ResolvedNamespace | None:
+        """The namespace's tenant, the model of its vectors and its size, in one statement (None: no such tenant).
+        ``RAGService`` asks once and hands the answer back in every ``RAGQuery.resolved``."""
+        return await sync_to_async(resolve, thread_sensitive=True)(self.using, namespace)
 
     async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]:
         return await sync_to_async(self._known_embeddings, thread_sensitive=True)(namespace, document_ids, model_id)
@@ -247,14 +237,14 @@ class PostgresBackend:
         return await sync_to_async(self._graph_search, thread_sensitive=True)(query)
 
     def _graph_search(self, query: RAGQuery) -> GraphSearchResult:
-        return graph_reads.graph_search(self, query, self._find_tenant_id(query.namespace))
+        return graph_reads.graph_search(self, query, self._query_tenant_id(query))
 
     async def graph_triplets(self, query: RAGQuery) -> list[Triplet]:
         """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
         return await sync_to_async(self._graph_triplets, thread_sensitive=True)(query)
 
     def _graph_triplets(self, query: RAGQuery) -> list[Triplet]:
-        return graph_reads.graph_triplets(self, query, self._find_tenant_id(query.namespace))
+        return graph_reads.graph_triplets(self, query, self._query_tenant_id(query))
 
     async def graph_neighbors(self, namespace: str, entity: str, *, limit: int) -> Neighborhood:
         """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
