@@ -159,7 +159,9 @@ class PostgresBackend:
 
     # --- audited whole-document writes (DocumentStore) --------------------------------------------
 
-    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> Stored:
+    async def replace_documents(
+        self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger,
+    ) -> Stored:
         return await sync_to_async(writes.replace, thread_sensitive=True)(self, namespace, documents, actor, trigger)
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:

@@ -24,6 +24,7 @@ from knowledge.rag.types import Fusion, RAGChunk, RAGHit, RAGQuery, SearchMode
 if TYPE_CHECKING:
     from knowledge.rag.backends.postgres.facade import PostgresBackend
 
+
 def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RAGHit]:
     """The query's hits in the tenant (no graph leg): the fast plan, then the exact one where it came back short."""
     # A small tenant skips the ANN index altogether: exact costs it a few milliseconds, and its
@@ -159,11 +160,12 @@ def _run(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenan
         return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
+_CHUNK_KEYS = ("chunk_id", "external_id", "text", "title", "uri", "metadata", "start_char", "end_char")  # sql.CHUNK_COLUMNS' names
 _HNSW_SETTINGS = "SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 
 
 def _hit(query: RAGQuery, row: dict[str, Any]) -> RAGHit:
-    chunk = chunk_from_row(query.namespace, [row[k] for k in ("chunk_id", "external_id", "text", "title", "uri", "metadata", "start_char", "end_char")])
+    chunk = chunk_from_row(query.namespace, [row[k] for k in _CHUNK_KEYS])
     sim = row.get("sim")
     if query.mode is not SearchMode.HYBRID:
         score = row["score"]
