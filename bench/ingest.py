@@ -81,6 +81,7 @@ def main() -> None:
     from django.db import connection
 
     from knowledge import rag
+    from knowledge.rag.backends.postgres import maintenance
     from knowledge.services.indexing import backlog_index
 
     result: dict[str, object] = {"benchmark": "ingest", "database": connection.settings_dict["HOST"] or "localhost"}
@@ -102,7 +103,7 @@ def main() -> None:
             docs = [rag.RAGDocument(f"doc-{i}", texts[i]) for i in range(start, min(start + args.batch, len(texts)))]
             stored += async_to_sync(service.ingest)(docs)
         elapsed = time.perf_counter() - started
-        backlog = service.backend.backlog(tenant.slug)  # type: ignore[attr-defined]
+        backlog = maintenance.backlog(service.backend, tenant.slug)  # type: ignore[arg-type]
         started = time.perf_counter()
         indexed = backlog_index(namespace=tenant.slug)  # type: ignore[attr-defined]
         index_seconds = time.perf_counter() - started
@@ -158,7 +159,7 @@ def graph_cost(count: int, batch: int) -> dict[str, object]:
 
     from knowledge import rag
     from knowledge.models import Entity, Mention
-    from knowledge.rag.backends.postgres import PostgresBackend
+    from knowledge.rag.backends.postgres import PostgresBackend, maintenance
     from _common import SCIFACT
 
     titles = [json.loads(line).get("title") or "Untitled" for line in SCIFACT.open(encoding="utf-8")] if SCIFACT.exists() else ["Untitled"]
@@ -179,7 +180,7 @@ def graph_cost(count: int, batch: int) -> dict[str, object]:
         while pending:
             for label in sorted(pending):
                 started = time.perf_counter()
-                done = backends[label].index_backlog(tenants[label].slug, limit=500)  # type: ignore[attr-defined]
+                done = maintenance.index_backlog(backends[label], tenants[label].slug, limit=500)
                 seconds[label] += time.perf_counter() - started
                 if not done:
                     pending.discard(label)

@@ -109,7 +109,7 @@ def main() -> None:
 
     from knowledge import rag
     from knowledge.services.indexing import backlog_index
-    from knowledge.rag.backends.postgres import PostgresBackend
+    from knowledge.rag.backends.postgres import PostgresBackend, maintenance
     from knowledge.rag.fusion import rrf
 
     local = rag.LocalEmbedder()
@@ -212,7 +212,7 @@ def main() -> None:
                 deferred = rag.service(PostgresBackend(inline_index_max_chunks=0), TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
                 for start in range(0, args.backlog, 1000):
                     async_to_sync(deferred.ingest)([rag.RAGDocument(f"b{i}", extra[i]) for i in range(start, min(start + 1000, args.backlog))])
-                with_backlog: dict[str, object] = {"backlog_chunks": backend.backlog(tenant.slug)}  # type: ignore[attr-defined]
+                with_backlog: dict[str, object] = {"backlog_chunks": maintenance.backlog(backend, tenant.slug)}
                 for mode in rag.SearchMode:
                     with_backlog[mode.value] = summary(_timed_searches(backend, tenant.slug, mode, query_texts, query_vectors, args.limit)[0])  # type: ignore[attr-defined]
                 figures["with_backlog"] = with_backlog

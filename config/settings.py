@@ -321,16 +321,11 @@ QUARRY_RAG_BACKEND: dict[str, object] = {
     "OPTIONS": {
         "inline_index_max_chunks": QUARRY_INDEX_INLINE_MAX_CHUNKS,
         "exact_max_chunks": QUARRY_SEMANTIC_EXACT_MAX_CHUNKS,
-        # Called inside the transaction that left chunks un-indexed: queues the indexer on commit.
-        "on_backlog": "knowledge.services.indexing.enqueue",
         # The graph leg's parameters (knowledge.graph.search.GraphParams) are its defaults unless given here.
         "graph": {},
-        **({
-            # The LLM extractor's cached answers join every extraction, and each transaction
-            # that extracted chunks queues the LLM pass on commit.
-            "graph_llm_model": f"catalog/{QUARRY_GRAPH_LLM_MODEL}",
-            "on_graph_indexed": "knowledge.services.graphing.llm_enqueue",
-        } if QUARRY_GRAPH_LLM_MODEL else {}),
+        # The LLM extractor's cached answers join every extraction (the services queue its pass
+        # after each write that extracted chunks: knowledge.services.indexing.after_write).
+        **({"graph_llm_model": f"catalog/{QUARRY_GRAPH_LLM_MODEL}"} if QUARRY_GRAPH_LLM_MODEL else {}),
     },
 }
 QUARRY_CHUNKER: dict[str, object] = {"CLASS": "knowledge.rag.chunking.FixedSizeChunker", "OPTIONS": {}}

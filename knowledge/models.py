@@ -303,7 +303,7 @@ class Chunk(models.Model):
     # tenant's chunks in one transaction (knowledge.services.text_search), so they never mix two.
     search_config = RegConfigField(default=DEFAULT_SEARCH_CONFIG, db_default=DEFAULT_SEARCH_CONFIG)
     # The title's lexemes carry weight A (the text's the default, D): keyword search counts a title
-    # occurrence TITLE_WEIGHT times (knowledge.rag.backends.postgres_sql), BM25F over the two fields.
+    # occurrence TITLE_WEIGHT times (knowledge.rag.backends.postgres.bm25), BM25F over the two fields.
     search_vector = models.GeneratedField(
         expression=Func(
             Func(title_vector(), Value("A"), function="setweight", output_field=SearchVectorField()),

@@ -21,7 +21,7 @@ from knowledge.graph.store import GraphWriter, prepare_extraction
 from knowledge.graph.types import GraphCandidate
 from knowledge.models import Chunk, Entity, Mention, Relation
 from knowledge.rag import RAGDocument
-from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag.backends.postgres import PostgresBackend, maintenance
 from tests.conftest import STOCK_AVAILABLE
 from tests.embedders import BagOfWordsEmbedder
 from tests.factories import make_tenant
@@ -171,7 +171,7 @@ def assert_equals_rebuild(using: str, tenant: Tenant) -> dict[str, object]:
     assert all(None not in m[:2] for m in before["mentions"]), "a mention names a chunk (or entity) that is gone"  # type: ignore[attr-defined]
     assert all(None not in (r[0], r[1], r[3]) for r in before["relations"]), "a relation names a chunk that is gone"  # type: ignore[attr-defined]
     assert all(count > 0 for count, _ in before["entities"].values()), "an entity nothing mentions is left"  # type: ignore[attr-defined]
-    PostgresBackend(using).rebuild_graph(tenant.slug)
+    maintenance.rebuild_graph(PostgresBackend(using), tenant.slug)
     assert snapshot(using, tenant) == before
     return before
 
@@ -213,7 +213,7 @@ def test_the_backlog_gets_its_graph_when_indexed(using: str) -> None:
     graph = snapshot(using, tenant)
     assert not any(m[0] in ("hello:0", "tn:0") for m in graph["mentions"])  # type: ignore[attr-defined]
     backend = PostgresBackend(using)
-    while backend.index_backlog("acme", limit=1):
+    while maintenance.index_backlog(backend, "acme", limit=1):
         pass
     graph = assert_equals_rebuild(using, tenant)
     assert ("hello:0", "hank snow", "reference", 0.8) in graph["mentions"]  # type: ignore[operator]
@@ -252,7 +252,7 @@ def test_concurrent_reingestion_and_indexing_leave_the_graph_equal_to_a_rebuild(
             run(svc.ingest, [doc(key, title=title), doc("hello", text=f"Hello Love, take {n}, by Hank Snow in Tennessee.")])
             if n % 4 == 1:
                 run(svc.delete, ["publix"])
-            PostgresBackend().index_backlog("acme", limit=2)
+            maintenance.index_backlog(PostgresBackend(), "acme", limit=2)
         except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
         finally:
@@ -265,7 +265,7 @@ def test_concurrent_reingestion_and_indexing_leave_the_graph_equal_to_a_rebuild(
         t.join(timeout=120)
     assert errors == []
     backend = PostgresBackend()
-    while backend.index_backlog("acme"):
+    while maintenance.index_backlog(backend, "acme"):
         pass
     assert_equals_rebuild("default", tenant)
 

@@ -14,7 +14,7 @@ from django_q.models import OrmQ
 from knowledge import rag
 from knowledge.graph.llm import PROMPT_VERSION, parse_triples
 from knowledge.models import Entity, GraphExtraction, GraphTokenUsage, Mention, Relation
-from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag.backends.postgres import PostgresBackend, maintenance
 from knowledge.services.documents import document_ingest
 from knowledge.services.graphing import LLM_TASK, llm_budget_left, llm_extract_pending
 from tests.chat_support import write_catalog
@@ -45,7 +45,7 @@ def answer(messages: list[dict[str, Any]]) -> str:
 def llm(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -> FakeOpenAI:
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
     settings.QUARRY_GRAPH_EXTRACTOR = {"CLASS": "chat.llm.extraction.CatalogCompleter", "OPTIONS": {"model": "chat"}}
-    settings.QUARRY_RAG_BACKEND = backend_setting(graph_llm_model="catalog/chat", on_graph_indexed="knowledge.services.graphing.llm_enqueue")
+    settings.QUARRY_RAG_BACKEND = backend_setting(graph_llm_model="catalog/chat")
     fake.chat_reply = answer
     return fake
 
@@ -82,7 +82,7 @@ def test_llm_triples_join_the_graph_and_answers_are_cached_per_text(llm: FakeOpe
         Relation.objects.filter(tenant=world.acme, extractor="llm").values_list("subject__name", "predicate", "object__name"))
     # The graph (with the cached answers) equals a rebuild, and the budget went down by what was spent.
     before = snapshot("default", world.acme)
-    PostgresBackend(graph_llm_model="catalog/chat").rebuild_graph("acme")
+    maintenance.rebuild_graph(PostgresBackend(graph_llm_model="catalog/chat"), "acme")
     assert snapshot("default", world.acme) == before
     assert GraphTokenUsage.objects.get(tenant=world.acme).tokens == used
 

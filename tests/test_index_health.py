@@ -93,8 +93,12 @@ def plans_of(using: str, queries: list[dict[str, str]]) -> str:
     plans = []
     with connections[using].cursor() as cursor:
         for q in queries:
-            if q["sql"].lstrip().upper().startswith("WITH"):
-                cursor.execute("EXPLAIN " + q["sql"])
+            # The HNSW path sends its settings in the same round trip: explain the search under them.
+            settings, _, statement = q["sql"].partition("; ") if q["sql"].startswith("SELECT set_config(") else ("", "", q["sql"])
+            if statement.lstrip().upper().startswith("WITH"):
+                cursor.execute(f"{settings}; EXPLAIN {statement}" if settings else f"EXPLAIN {statement}")
+                if settings:
+                    cursor.nextset()
                 plans.append("\n".join(r[0] for r in cursor.fetchall()))
     return "\n".join(plans)
 

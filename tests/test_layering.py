@@ -222,6 +222,24 @@ def test_no_import_goes_against_the_dependency_direction() -> None:
     assert violations == [], "\n".join(violations)
 
 
+# The RAG layer's remaining edges to the graph (issue 32 item 2 lifts the graph above knowledge.rag and
+# empties this): the PostgreSQL backend's writes, graph reads and maintenance, and the types and service
+# that carry graph results. A new module of knowledge.rag importing knowledge.graph fails here.
+RAG_MODULES_IMPORTING_THE_GRAPH = {
+    "knowledge.rag", "knowledge.rag.types", "knowledge.rag.service", "knowledge.rag.backends.postgres.facade",
+    "knowledge.rag.backends.postgres.writes", "knowledge.rag.backends.postgres.graph_reads",
+    "knowledge.rag.backends.postgres.maintenance",
+}
+
+
+def test_only_the_listed_rag_modules_import_the_graph() -> None:
+    importing = {
+        dotted for path, dotted in product_modules()
+        if component(dotted) == "knowledge.rag" and any(component(name) == "knowledge.graph" for _, name in imports_of(path, dotted))
+    }
+    assert importing == RAG_MODULES_IMPORTING_THE_GRAPH
+
+
 def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     """The test above could pass by seeing nothing: show it reads nested and relative imports."""
     probe = tmp_path / "probe.py"

@@ -14,7 +14,7 @@ from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, Posting, T
 from knowledge.rag import RAGDocument, SearchMode
 from knowledge.rag.backends.memory import MemoryBackend
 from knowledge.rag.backends.postgres import PostgresBackend
-from knowledge.rag.backends.postgres_sql import TITLE_WEIGHT
+from knowledge.rag.backends.postgres.bm25 import TITLE_WEIGHT
 from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.types import embedding_input
 from knowledge.rag.wrappers import GuardedBackend

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 
 from knowledge import rag
-from knowledge.rag.backends.postgres_sql import hnsw_index_name
+from knowledge.rag.backends.postgres.sql import hnsw_index_name
 from tests.embedders import BagOfWordsEmbedder
 from tests.factories import make_tenant
 

@@ -14,7 +14,7 @@ from django.db import connections
 from accounts.models import Tenant
 from knowledge import rag
 from knowledge.models import Chunk, CorpusStat, Posting, SearchLanguage, TermStat
-from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag.backends.postgres import PostgresBackend, maintenance
 from knowledge.services import text_search
 from tests.conftest import STOCK_AVAILABLE
 from tests.embedders import BagOfWordsEmbedder
@@ -63,7 +63,7 @@ def make(using: str) -> Callable[..., rag.RAGService]:
     def build(namespace: str, documents: list[rag.RAGDocument], language: str | None = None) -> rag.RAGService:
         service = _service(using, namespace)
         if language is not None:
-            PostgresBackend(using).apply_search_language(namespace, language)
+            maintenance.apply_search_language(PostgresBackend(using), namespace, language)
         async_to_sync(service.ingest)(documents)
         return service
 
@@ -147,7 +147,7 @@ def test_stemming_follows_the_tenant_language(make: Callable[..., rag.RAGService
     assert keyword(english, "cheval") == [] and keyword(english, "Haus") == []
     # Each tenant's statistics and postings use its own lexemes, and tenants stay apart.
     assert keyword(french, "Häuser") == [] and keyword(german, "chevaux") == []
-    assert PostgresBackend(german.backend.using).search_config("globex") == "quarry_german"
+    assert maintenance.search_config(PostgresBackend(german.backend.using), "globex") == "quarry_german"
 
 
 def test_changing_the_language_reindexes_only_that_tenant(using: str, make: Callable[..., rag.RAGService]) -> None:
@@ -155,8 +155,8 @@ def test_changing_the_language_reindexes_only_that_tenant(using: str, make: Call
     globex = make("globex", GERMAN)
     backend = PostgresBackend(using)
     assert keyword(acme, "Haus") == []
-    assert backend.apply_search_language("acme", "german") is True
-    assert backend.apply_search_language("acme", "german") is False  # twice: nothing more to do
+    assert maintenance.apply_search_language(backend, "acme", "german") is True
+    assert maintenance.apply_search_language(backend, "acme", "german") is False  # twice: nothing more to do
     assert keyword(acme, "Haus") == ["haeuser"]
     assert keyword(acme, "コーヒー豆") == ["mame"]  # bigrams in every language
     assert keyword(globex, "Haus") == []
@@ -166,7 +166,7 @@ def test_changing_the_language_reindexes_only_that_tenant(using: str, make: Call
     # The statistics are what a rebuild from scratch gives, and every chunk has its postings.
     stats = sorted(TermStat.objects.using(using).filter(tenant_id=acme_id).values_list("lexeme", "df"))
     corpus = CorpusStat.objects.using(using).filter(tenant_id=acme_id).values_list("chunk_count", "token_count").get()
-    backend.rebuild_statistics("acme")
+    maintenance.rebuild_statistics(backend, "acme")
     assert stats == sorted(TermStat.objects.using(using).filter(tenant_id=acme_id).values_list("lexeme", "df"))
     assert corpus == CorpusStat.objects.using(using).filter(tenant_id=acme_id).values_list("chunk_count", "token_count").get()
     assert set(Posting.objects.using(using).filter(tenant_id=acme_id).values_list("chunk_id", flat=True)) == set(chunks.values_list("id", flat=True))
@@ -222,7 +222,7 @@ def test_searches_during_a_reindex_see_the_old_index_or_the_new_one() -> None:
 
     def switch() -> None:
         try:
-            PostgresBackend().apply_search_language("acme", "german")
+            maintenance.apply_search_language(PostgresBackend(), "acme", "german")
         finally:
             connections.close_all()
             done.set()
@@ -279,7 +279,7 @@ def test_ingests_and_deletions_during_a_reindex_land_in_the_new_language() -> No
 
     def switch() -> None:
         try:
-            PostgresBackend().apply_search_language("acme", "german")
+            maintenance.apply_search_language(PostgresBackend(), "acme", "german")
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
         finally:
@@ -296,7 +296,7 @@ def test_ingests_and_deletions_during_a_reindex_land_in_the_new_language() -> No
     configs = {str(c) for c in Chunk.objects.filter(tenant_id=acme_id).values_list("search_config", flat=True)}
     assert configs == {"quarry_german"} == {str(CorpusStat.objects.get(tenant_id=acme_id).search_config)}
     stats = sorted(TermStat.objects.filter(tenant_id=acme_id).values_list("lexeme", "df"))
-    PostgresBackend().rebuild_statistics("acme")
+    maintenance.rebuild_statistics(PostgresBackend(), "acme")
     assert stats == sorted(TermStat.objects.filter(tenant_id=acme_id).values_list("lexeme", "df"))
     assert {f"new{n}" for n in range(5)} <= set(h.chunk.document_id for h in async_to_sync(service.search)("Viertel Haus", mode="keyword", limit=100))
 

@@ -58,15 +58,17 @@ from knowledge.rag.types import (
     RAGDocument,
     RAGHit,
     RAGQuery,
+    ResolvedNamespace,
     Scalar,
     SearchMode,
+    Stored,
 )
 
 __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
     "EmbeddingCache", "EmbeddingModels", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
-    "RAGValidationError", "Scalar", "SearchMode", "memory", "postgres", "rag", "service",
+    "RAGValidationError", "ResolvedNamespace", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
     "EmbeddingModelChanged", "reads", "script_of",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
@@ -134,7 +136,7 @@ def postgres(
     storage is Django's database alias ``using``.
 
     Ingestions of more than ``inline_index_max_chunks`` chunks (default 500) leave their
-    postings and HNSW entries to ``PostgresBackend.index_backlog``; they are searchable at once.
+    postings and HNSW entries to the indexer (``backends.postgres.maintenance.index_backlog``); they are searchable at once.
     """
     if isinstance(positional_embedder, str) or table is not None:
         raise ConfigurationError(

@@ -151,9 +151,10 @@ def tenant_embedder(namespace: str) -> Embedder | None:
 def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT) -> RAGService:
     """THE way to get a tenant's RAG service: the configured providers, namespace = the tenant's slug.
 
-    By default it embeds with the tenant's model (``CorpusStat.embedding_model``, looked up by each
-    search and ingest: a tenant that ``manage.py reembed`` moved gets the new model from then on), and
-    a tenant without vectors with the configured one. ``embedder=None`` makes a service that never
+    By default it embeds with the tenant's model (``CorpusStat.embedding_model``, resolved once per
+    service with the tenant itself, so make one per request: a tenant that ``manage.py reembed`` moved
+    gets the new model from the next service on, and an ingest that raced the switch embeds again),
+    and a tenant without vectors with the configured one. ``embedder=None`` makes a service that never
     embeds (fetch, delete, keyword search); another embedder is used as given.
     Services are cheap (they hold no connection); the providers behind them are shared.
     Writes through it do not supersede the document pipeline's background work: the

@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, Unpack
 
 from knowledge.rag import limits
 from knowledge.rag.chunking import FixedSizeChunker, chunker_output, locate
@@ -51,7 +51,9 @@ from knowledge.rag.types import (
     RAGDocument,
     RAGHit,
     RAGQuery,
+    ResolvedNamespace,
     SearchMode,
+    Stored,
     Trigger,
     Vector,
     check_fusion_weight,
@@ -80,6 +82,15 @@ BACKEND_METHODS = ("start", "close", "replace", "delete", "fetch", "search")
 audit_log = logging.getLogger("knowledge.rag.audit")
 
 
+class IngestOptions(TypedDict, total=False):
+    """``ingest``'s keyword options (see ``RAGService.ingest_documents``)."""
+
+    trigger: Trigger
+    actor: str | None
+    on_progress: Callable[[float], None] | None
+    on_counts: Callable[[int, int], None] | None
+
+
 class _Piece:
     """One chunk of a planned ingestion: its text and offsets in the document (None: not a slice)."""
 
@@ -93,7 +104,9 @@ class RAGService:
     """Ingest, search, fetch and delete chunks in one namespace.
 
     ``namespace`` is a fixed string or a zero-argument callable resolved on every
-    call (e.g. the current tenant). Use as ``async with service:`` or call
+    call (e.g. the current tenant). A backend that can resolve a namespace (its tenant, model and
+    size) is asked once per service and namespace (``resolution``), and every query carries the answer
+    down (``RAGQuery.resolved``): make one service per request. Use as ``async with service:`` or call
     ``start()``/``close()``.
     """
 
@@ -112,7 +125,7 @@ class RAGService:
     ) -> None:
         """``embedder_for_model``, when given, makes the service follow the namespace's model: before
         each ingest and search it asks the backend which model the namespace's vectors are in
-        (``namespace_embedding_model``, an optional capability) and embeds with
+        (``resolution``: the backend's ``resolve_namespace``, an optional capability) and embeds with
         ``embedder_for_model(model id)``; ``embedder`` then serves a namespace without vectors."""
         missing = [name for name in BACKEND_METHODS if not callable(getattr(backend, name, None))]
         if missing:
@@ -130,6 +143,7 @@ class RAGService:
         self.embedder = embedder
         self.chunker: Chunker = chunker or FixedSizeChunker()
         self._namespace = namespace
+        self._resolved: ResolvedNamespace | None = None  # see resolution(); a write through this service forgets it
         self.rrf_k = rrf_k
         self.rerank = rerank
         # Hybrid search's fusion when a search names none (Fusion; RAGQuery checks them again per query).
@@ -171,13 +185,27 @@ class RAGService:
     def _resolve_namespace(self) -> object:
         return self._namespace() if callable(self._namespace) else self._namespace
 
-    async def follow_namespace_model(self) -> None:
+    async def resolution(self, *, refresh: bool = False) -> ResolvedNamespace | None:
+        """The namespace's tenant, model and size, asked of the backend once per service and namespace
+        (``resolve_namespace``, an optional capability), so a search or an ingest finds its tenant once
+        and hands it down; ``refresh`` asks again. None when the backend cannot say, or when no tenant
+        has the namespace (yet)."""
+        namespace = self.namespace
+        if self._resolved is not None and self._resolved.slug == namespace and not refresh:
+            return self._resolved
+        lookup = getattr(self.backend, "resolve_namespace", None)
+        if callable(lookup):
+            self._resolved = await lookup(namespace)
+        return self._resolved if self._resolved is not None and self._resolved.slug == namespace else None
+
+    async def follow_namespace_model(self, *, refresh: bool = False) -> None:
         """Embed with the namespace's model from now on (see ``embedder_for_model``; searches and ingests
-        call it themselves: call it to know ``embedder`` before either)."""
-        lookup = getattr(self.backend, "namespace_embedding_model", None)
-        if self._embedder_for_model is None or not callable(lookup):
+        call it themselves: call it to know ``embedder`` before either). The model is the namespace's as
+        resolved (``resolution``); ``refresh`` asks the backend again (an ingest that raced a model switch)."""
+        if self._embedder_for_model is None or not callable(getattr(self.backend, "resolve_namespace", None)):
             return
-        model = await lookup(self.namespace)
+        resolved = await self.resolution(refresh=refresh)
+        model = resolved.model if resolved is not None else ""
         self._namespace_model = model
         current = None if self.embedder is None else embedder_model_id(self.embedder, self._expected_dimension())
         if model and model == current:
@@ -196,7 +224,13 @@ class RAGService:
 
     # --- writes ----------------------------------------------------------------
 
-    async def ingest(
+    async def ingest(self, documents: Sequence[RAGDocument], **options: Unpack[IngestOptions]) -> int:
+        """Replace each document's chunks completely; return the number of chunks generated and stored
+        (the seed's contract). The options (``trigger``, ``actor``, ``on_progress``, ``on_counts``) are
+        ``ingest_documents``'s, which also says what the write left for the background."""
+        return (await self.ingest_documents(documents, **options)).chunks
+
+    async def ingest_documents(
         self,
         documents: Sequence[RAGDocument],
         *,
@@ -204,8 +238,10 @@ class RAGService:
         actor: str | None = None,
         on_progress: Callable[[float], None] | None = None,
         on_counts: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Replace each document's chunks completely; return the number of chunks generated and stored.
+    ) -> Stored:
+        """``ingest``, returning what the write stored and left for the background (``Stored``: chunks
+        awaiting the indexer, chunks extracted into the graph). Nothing is queued here: the caller
+        (``knowledge.services``) queues that work once the write commits.
 
         Checks run in the order of the seed's list of bounds (documents, characters,
         characters per chunk, chunks per request, identifiers), then everything else
@@ -253,7 +289,7 @@ class RAGService:
                     raise
                 # The namespace moved to another model while this ingest embedded (manage.py reembed's
                 # switch): embed again with the new one, once. Its vectors may already be staged.
-                await self.follow_namespace_model()
+                await self.follow_namespace_model(refresh=True)
                 vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
                 prepared = [
                     PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)),
@@ -261,9 +297,10 @@ class RAGService:
                     for doc, pieces in planned
                 ]
                 stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
-            if stored != total_chunks:
-                raise BackendContractError(f"backend stored {stored} chunks, expected {total_chunks}")
-            return total_chunks
+            if not isinstance(stored, Stored) or stored.chunks != total_chunks:
+                raise BackendContractError(f"backend stored {stored!r}, expected Stored with {total_chunks} chunks")
+            self._resolved = None  # the namespace's size (and perhaps its model) just changed
+            return stored
         chunks = [
             RAGChunk(
                 f"{doc.id}:{ordinal}", doc.id, namespace, piece.text, doc.title, doc.uri, doc.metadata,
@@ -274,7 +311,7 @@ class RAGService:
         ]
         await self.backend.replace(namespace, tuple(ids), tuple(chunks))
         audit_log.info("ingest namespace=%s trigger=%s actor=%s documents=%s chunks=%s", namespace, trigger, actor, ids, total_chunks)
-        return total_chunks
+        return Stored(total_chunks)  # a backend of the seed's contract alone indexes as it stores
 
     async def delete(self, document_ids: Sequence[str], *, trigger: Trigger = "user", actor: str | None = None) -> int | None:
         """Delete documents and all their chunks in this namespace.
@@ -289,6 +326,7 @@ class RAGService:
         if not self._started:
             await self.start()
         store = _document_store(self.backend)
+        self._resolved = None  # the namespace's size changes
         if store is not None:
             return await store.delete_documents(namespace, ids, actor=actor, trigger=trigger)
         await self.backend.delete(namespace, tuple(ids))
@@ -340,6 +378,7 @@ class RAGService:
         )
         namespace = probe.namespace
         mode = SearchMode.parse(mode)
+        resolved = await self.resolution()  # once: the model to embed with and the tenant the backend searches
         vector: Vector | None = None
         model_id: str | None = None
         if mode is not SearchMode.KEYWORD:
@@ -357,7 +396,7 @@ class RAGService:
         query = RAGQuery(
             probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
             vector=vector, rrf_k=probe.rrf_k, rerank=wants_rerank and getattr(self.backend, "supports_rerank", False) is True,
-            embedding_model=model_id, fusion=chosen_fusion, fusion_weight=chosen_weight,
+            embedding_model=model_id, fusion=chosen_fusion, fusion_weight=chosen_weight, resolved=resolved,
         )
         if not self._started:
             await self.start()
@@ -390,12 +429,13 @@ class RAGService:
         probe = RAGQuery(text, namespace, mode=SearchMode.KEYWORD, limit=limit, filters=filters or {}, min_score=min_score,
                          rrf_k=self.rrf_k if rrf_k is None else rrf_k)
         await self.follow_namespace_model()
+        resolved = await self.resolution()
         vector = (await self._embed_checked([text], kind="query"))[0] if self.embedder is not None else None
         return RAGQuery(
             probe.text, namespace, mode=SearchMode.HYBRID if vector is not None else SearchMode.KEYWORD, limit=probe.limit,
             filters=probe.filters, min_score=probe.min_score, vector=vector, rrf_k=probe.rrf_k,
             embedding_model=embedder_model_id(self.embedder, len(vector)) if vector is not None else None,
-            graph=graph and vector is not None, fusion=fusion, fusion_weight=fusion_weight,
+            graph=graph and vector is not None, fusion=fusion, fusion_weight=fusion_weight, resolved=resolved,
         )
 
     async def graph_search(

@@ -339,8 +339,23 @@ class RAGHit:
 
 
 @dataclass(frozen=True)
+class ResolvedNamespace:
+    """A namespace whose tenant was found once for the whole request: the tenant's id and slug (the
+    namespace), the model id of its vectors ("" before the first ones) and how many chunks it holds.
+
+    Read in one statement (``knowledge.rag.factory.resolve_namespace``); a backend that stores by
+    tenant uses it instead of looking the slug up again (``RAGQuery.resolved``).
+    """
+
+    tenant_id: int
+    slug: str
+    model: str
+    chunks: int
+
+
+@dataclass(frozen=True)
 class RAGQuery:
-    """A validated search request for one namespace."""
+    """A validated search request for one namespace (``resolved``: its tenant, when already found)."""
 
     text: str
     namespace: str
@@ -355,6 +370,7 @@ class RAGQuery:
     graph: bool = False  # add the graph leg (hybrid mode only)
     fusion: Fusion = Fusion.RRF  # how hybrid mode merges its legs (Fusion)
     fusion_weight: float = DEFAULT_FUSION_WEIGHT  # the semantic leg's weight in score fusion
+    resolved: ResolvedNamespace | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         # The seed's bounds in the order of its list (limit, query text, filter fields and
@@ -375,6 +391,8 @@ class RAGQuery:
             raise RAGValidationError("vector", f"{self.mode.value} search needs a query vector (configure an embedder)")
         if self.graph and self.mode is not SearchMode.HYBRID:
             raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {self.mode.value}")
+        if self.resolved is not None and self.resolved.slug != self.namespace:
+            raise RAGValidationError("namespace", f"resolved as {self.resolved.slug!r}, not {self.namespace!r}")
 
 
 @dataclass(frozen=True)
@@ -403,6 +421,21 @@ class PreparedDocument:
     # the model refuses the write (``EmbeddingModelChanged``) once the namespace is on another one.
     # None: the caller chose its embedder; its vectors land whatever the namespace's model.
     namespace_model: str | None = None
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a write stored, and the background work it left for the layer above to queue.
+
+    ``chunks``: how many chunks it stored. ``backlog``: some of them still await their postings
+    and HNSW entries (the indexer's work). ``extracted``: the write extracted chunks into the
+    knowledge graph (the optional LLM pass may have new texts). The backend never queues work
+    itself: it cannot see the services above it; the caller queues it once the write commits.
+    """
+
+    chunks: int
+    backlog: bool = False
+    extracted: bool = False
 
 
 # --- protocols --------------------------------------------------------------------
@@ -476,12 +509,13 @@ class DocumentStore(Protocol):
 
     When a backend has both methods the service writes through them instead of
     ``replace``/``delete``; Quarry's backends record the actor and trigger of each write in
-    the same transaction. Both return counts: chunks stored, documents that existed.
+    the same transaction. ``replace_documents`` says what it stored and left for the background
+    (``Stored``); ``delete_documents`` how many of the documents existed.
     """
 
     async def replace_documents(
         self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger
-    ) -> int: ...
+    ) -> Stored: ...
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int: ...
 

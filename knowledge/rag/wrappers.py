@@ -21,7 +21,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 
 from knowledge.rag.errors import ConfigurationError, EmbedderError, RAGTypeError, RAGValidationError
-from knowledge.rag.types import Embedder, PreparedDocument, RAGBackend, RAGChunk, RAGHit, RAGQuery, Trigger, takes_keyword
+from knowledge.rag.types import Embedder, PreparedDocument, RAGBackend, RAGChunk, RAGHit, RAGQuery, Stored, Trigger, takes_keyword
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class GuardedBackend:
     async def replace(self, namespace: str, document_ids: Sequence[str], chunks: Sequence[RAGChunk]) -> None:
         await sync_to_async(self._guarded, thread_sensitive=True)(self.inner.replace, namespace, document_ids, chunks)
 
-    async def _replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
+    async def _replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> Stored:
         inner = self.inner.replace_documents  # type: ignore[attr-defined]
         return await sync_to_async(self._guarded, thread_sensitive=True)(inner, namespace, documents, actor=actor, trigger=trigger)
 

@@ -35,7 +35,7 @@ from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
-from knowledge.services import state
+from knowledge.services import indexing, state
 from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
 DEFAULT: Literal["default"] = "default"
@@ -137,7 +137,9 @@ def document_ingest(
     follow = factory.embedder_for_model if embedder == DEFAULT else None
     chunker = PassageChunker(base.chunker, passages) if passages else base.chunker
     service = rag.service(guarded, base.embedder, chunker, namespace=tenant.slug, embedder_for_model=follow)
-    return async_to_sync(service.ingest)(documents, actor=actor, trigger=trigger)
+    stored = async_to_sync(service.ingest_documents)(documents, actor=actor, trigger=trigger)
+    indexing.after_write(namespace=tenant.slug, stored=stored)
+    return stored.chunks
 
 
 def document_upload_create(

@@ -1,14 +1,15 @@
 """The knowledge graph's jobs: rebuilding a tenant's graph, and the optional LLM extraction pass.
 
 Extraction itself runs inside the chunk transactions (``knowledge.graph.store``, called by the
-PostgreSQL backend); what lives here works on a whole tenant:
+PostgreSQL backend, which reports it in ``Stored.extracted``); what lives here works on a whole tenant:
 
 - ``graph_rebuild``: recompute a tenant's graph from its indexed chunks (``manage.py rebuild_graph``).
 - ``llm_extract_pending``: when ``QUARRY_GRAPH_LLM_MODEL`` names a catalog model, send each chunk
   text that has no cached answer to it (outside any transaction), store the answers, and
   re-extract the chunks with those texts so their triples join the graph. Bounded per tenant
   by ``QUARRY_GRAPH_LLM_TOKEN_BUDGET`` tokens a calendar month. Queued on commit of every
-  transaction that extracted chunks (``llm_enqueue``).
+  transaction that extracted chunks (``llm_enqueue``, called by the services that wrote them:
+  ``indexing.after_write``, ``indexing.backlog_index``, ``graph_rebuild``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from knowledge.graph.llm import LlmSpec, extract_triples
 from knowledge.graph.store import GraphWriter
 from knowledge.models import GraphTokenUsage
 from knowledge.rag import factory
+from knowledge.rag.backends.postgres import maintenance
 from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
@@ -43,10 +45,13 @@ TASK_SECONDS = 60.0
 
 def graph_rebuild(*, namespace: str, on_progress: Callable[[int, int], None] | None = None) -> int:
     """Recompute ``namespace``'s graph from its indexed chunks (one transaction); returns the chunks read."""
-    backend = factory.backend()
-    if not hasattr(backend, "rebuild_graph"):
-        raise TypeError(f"the configured backend {type(backend).__name__} keeps no knowledge graph")
-    return backend.rebuild_graph(namespace, on_progress=on_progress)
+    backend = maintenance.configured()
+    if backend is None:
+        raise TypeError(f"the configured backend {type(factory.backend()).__name__} keeps no knowledge graph")
+    count = maintenance.rebuild_graph(backend, namespace, on_progress=on_progress)
+    if count:
+        llm_enqueue(namespace)
+    return count
 
 
 def llm_enqueue(namespace: str) -> None:

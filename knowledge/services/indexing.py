@@ -1,8 +1,9 @@
 """The background indexer: postings and HNSW entries for the backlog of large ingestions.
 
 An ingestion of more than ``QUARRY_INDEX_INLINE_MAX_CHUNKS`` chunks stores them
-searchable but un-indexed (see ``knowledge.rag.backends.postgres``) and, once it
-commits, queues ``knowledge.tasks.index_backlog`` for its tenant. The reclaim
+searchable but un-indexed (see ``knowledge.rag.backends.postgres.writes``) and says so
+(``Stored.backlog``); its service queues ``knowledge.tasks.index_backlog`` for the tenant
+once the write commits (``after_write``). The reclaim
 schedule re-queues any tenant whose backlog was left behind (a lost task, a
 worker stopped mid-way), so a backlog always drains while workers run. Several
 workers may index one tenant at once: each takes chunks the others do not hold.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -21,7 +21,9 @@ from django_q.tasks import async_task
 
 from accounts.models import Tenant
 from knowledge.models import Chunk
-from knowledge.rag import factory
+from knowledge.rag.backends.postgres import maintenance
+from knowledge.rag.types import Stored
+from knowledge.services import graphing
 from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
@@ -31,15 +33,6 @@ TASK_GROUP = "knowledge-index"
 # One task indexes for about this long, then hands the rest to a fresh task so one big
 # backlog does not hold a worker past django-q2's timeout or starve document processing.
 TASK_SECONDS = 60.0
-
-
-def backend() -> Any | None:
-    """The configured backend when it has the backlog capability (``backlog``, ``index_backlog``:
-    ``PostgresBackend`` does), else None: a backend of the seed's contract alone indexes as it stores."""
-    configured = factory.backend()
-    if not (callable(getattr(configured, "index_backlog", None)) and callable(getattr(configured, "backlog", None))):
-        return None
-    return configured
 
 
 def enqueue(namespace: str) -> None:
@@ -53,6 +46,16 @@ def enqueue(namespace: str) -> None:
     transaction.on_commit(send, robust=True)
 
 
+def after_write(*, namespace: str, stored: Stored) -> None:
+    """Queue, on commit of the current transaction, the background work a write left (its ``Stored``):
+    the indexer for its backlog, the graph's LLM pass for the chunks it extracted. Every service that
+    writes chunks calls it with what the write returned; the backend never queues anything itself."""
+    if stored.backlog:
+        enqueue(namespace)
+    if stored.extracted:
+        graphing.llm_enqueue(namespace)
+
+
 def backlog_index(*, namespace: str, seconds: float | None = None, on_progress: Callable[[int], None] | None = None) -> int:
     """Index ``namespace``'s backlog; returns how many chunks this call indexed.
 
@@ -60,23 +63,25 @@ def backlog_index(*, namespace: str, seconds: float | None = None, on_progress: 
     no limit). Stopped by the clock with work left, it queues a task for the rest.
     ``on_progress(done)`` is called after every batch.
     """
-    indexer = backend()
+    indexer = maintenance.configured()
     if indexer is None:
-        return 0
+        return 0  # a backend of the seed's contract alone indexes as it stores
     deadline = None if seconds is None else time.monotonic() + seconds
     done = 0
     while True:
         try:
-            batch = indexer.index_backlog(namespace)
+            batch = maintenance.index_backlog(indexer, namespace)
         except NamespaceNotFound:
             return done  # the tenant was deleted after the task was queued: nothing left to index
         if batch == 0:
             return done  # empty, or what is left is held by another indexer
+        if indexer.extract_graph:
+            graphing.llm_enqueue(namespace)  # the batch's chunks joined the graph: the LLM pass may have texts
         done += batch
         if on_progress is not None:
             on_progress(done)
         if deadline is not None and time.monotonic() >= deadline:
-            if indexer.backlog(namespace):
+            if maintenance.backlog(indexer, namespace):
                 enqueue(namespace)
             return done
 
@@ -95,8 +100,8 @@ def backlog_drain(*, namespace: str) -> int:
     """Index all of ``namespace``'s backlog now, with a progress bar on stderr (the commands' final step)."""
     from tqdm import tqdm  # imported here: only the commands show bars
 
-    indexer = backend()
-    total = indexer.backlog(namespace) if indexer is not None else 0
+    indexer = maintenance.configured()
+    total = maintenance.backlog(indexer, namespace) if indexer is not None else 0
     if not total:
         return 0
     with tqdm(total=total, desc="index", unit="chunk") as bar:

@@ -33,7 +33,7 @@ from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker, chunker_output
 from knowledge.rag.types import Chunker, Embedder
 from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
-from knowledge.services import state
+from knowledge.services import indexing, state
 
 logger = logging.getLogger(__name__)
 
@@ -98,11 +98,12 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
             planned = _quota_check(document, source, label, chunker=chunker)
             service = _worker_service(claim, embedder, landed, keeper, chunker, planned)
             keeper.phase(Phase.EMBEDDING)
-            async_to_sync(service.ingest)(
+            stored = async_to_sync(service.ingest_documents)(
                 [source], actor=document.requested_by or None,
                 on_progress=lambda fraction: keeper.report(_EXTRACTED + (_EMBEDDED - _EXTRACTED) * fraction, check=True),
                 on_counts=keeper.counts,
             )
+            indexing.after_write(namespace=document.tenant.slug, stored=stored)
             if keeper.first_counts is not None:
                 reused, total = keeper.first_counts
                 logger.info("document %s (%s): embedded %s of %s texts; %s re-used (stored chunks or an interrupted run)",

@@ -5,7 +5,7 @@
 and stages the vectors in ``EmbeddingCache`` (by content hash), recording how far it got, for about
 a minute at a time; then it queues itself again. Searches and ingests keep using the old model
 meanwhile, so semantic search stays complete. Once every chunk is staged,
-``PostgresBackend.reembed_switch`` swaps all the vectors in one transaction (embedding the few chunks
+``maintenance.reembed_switch`` (``knowledge.rag.backends.postgres``) swaps all the vectors in one transaction (embedding the few chunks
 that landed in the meantime) and the tenant's queries use the new model from the next search on.
 
 A stopped worker loses at most a batch: the reclaim schedule re-queues a move whose heartbeat
@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
@@ -29,6 +28,7 @@ from django_q.tasks import async_task
 from accounts.models import Tenant
 from knowledge.models import CorpusStat, EmbeddingMigration, EmbeddingMigrationStatus
 from knowledge.rag import factory
+from knowledge.rag.backends.postgres import PostgresBackend, maintenance
 from knowledge.rag.errors import ConfigurationError, NamespaceNotFound
 from knowledge.rag.types import Embedder, declared_dimension, embedder_model_id
 
@@ -45,10 +45,10 @@ class ReembedError(ValueError):
     """A move that cannot start (unknown model, already on it, one already running); the message says which."""
 
 
-def _backend() -> Any:
-    configured = factory.backend()
-    if not callable(getattr(configured, "reembed_switch", None)):
-        raise ReembedError(f"{type(configured).__name__} cannot move a tenant to another embedding model")
+def _backend() -> PostgresBackend:
+    configured = maintenance.configured()
+    if configured is None:
+        raise ReembedError(f"{type(factory.backend()).__name__} cannot move a tenant to another embedding model")
     return configured
 
 
@@ -104,7 +104,7 @@ def reembed_start(*, tenant: Tenant, model: str, actor: str = "", queue: bool = 
         with transaction.atomic():
             migration = EmbeddingMigration.objects.create(
                 tenant=tenant, source_model=source, target_model=target, target_name=model.strip(),
-                total=backend.chunk_count(tenant.slug), requested_by=actor[:200],
+                total=maintenance.chunk_count(backend, tenant.slug), requested_by=actor[:200],
             )
             if queue:
                 enqueue(migration.pk)
@@ -124,7 +124,7 @@ def reembed_cancel(*, tenant: Tenant) -> EmbeddingMigration | None:
         status=EmbeddingMigrationStatus.CANCELLED, finished_at=timezone.now(),
     )
     if updated:
-        _backend().reembed_discard(tenant.slug, migration.target_model)
+        maintenance.reembed_discard(_backend(), tenant.slug, migration.target_model)
     migration.refresh_from_db()
     return migration
 
@@ -159,11 +159,11 @@ def reembed_run(migration_pk: int, *, seconds: float | None = TASK_SECONDS,
             raise ReembedError(f"{migration.target_name} is now {_model_id(embedder)}, not {migration.target_model}: start again")
         embed = _embed_sync(embedder)
         position = migration.position
-        while pending := backend.reembed_pending(namespace, migration.target_model, after=position, limit=BATCH):
+        while pending := maintenance.reembed_pending(backend, namespace, migration.target_model, after=position, limit=BATCH):
             texts = {digest: text for _, digest, text in pending}
-            backend.reembed_stage(namespace, migration.target_model, dict(zip(texts, embed(list(texts.values())), strict=True)))
+            maintenance.reembed_stage(backend, namespace, migration.target_model, dict(zip(texts, embed(list(texts.values())), strict=True)))
             position = pending[-1][0]
-            left = backend.chunk_count(namespace, after=position)
+            left = maintenance.chunk_count(backend, namespace, after=position)
             total = max(migration.total, migration.done + len(pending) + left)
             alive = EmbeddingMigration.objects.filter(pk=migration.pk, status=EmbeddingMigrationStatus.RUNNING).update(
                 position=position, done=total - left, total=total, updated_at=timezone.now(),
@@ -179,13 +179,13 @@ def reembed_run(migration_pk: int, *, seconds: float | None = TASK_SECONDS,
         # The new dimension's ANN index exists before any vector of it is switched in (both local
         # models are 384-dimensional and share one; a provider model may not).
         dimension = declared_dimension(embedder) or len(embed(["dimension probe"])[0])
-        backend.ensure_vector_index(dimension)
+        maintenance.ensure_vector_index(backend, dimension)
         with transaction.atomic():
             # Held to the commit: a cancel arriving now waits, then finds the move done.
             if not EmbeddingMigration.objects.select_for_update().filter(pk=migration.pk, status=EmbeddingMigrationStatus.RUNNING).exists():
                 return EmbeddingMigration.objects.get(pk=migration.pk).status
-            changed = backend.reembed_switch(namespace, migration.target_model, embed, batch=BATCH)
-            total = backend.chunk_count(namespace)
+            changed = maintenance.reembed_switch(backend, namespace, migration.target_model, embed, batch=BATCH)
+            total = maintenance.chunk_count(backend, namespace)
             EmbeddingMigration.objects.filter(pk=migration.pk).update(
                 status=EmbeddingMigrationStatus.DONE, done=total, total=total, finished_at=timezone.now(), error="",
             )

@@ -3,7 +3,7 @@
 An admin sets the language (``search_language_set``); the index keeps its current one until
 ``knowledge.tasks.apply_search_language`` has re-tokenized every chunk of the tenant, rebuilt its
 statistics and postings and switched its queries, all in one transaction
-(``PostgresBackend.apply_search_language``). Searches meanwhile see the old index, complete, and
+(``maintenance.apply_search_language`` of ``knowledge.rag.backends.postgres``). Searches meanwhile see the old index, complete, and
 after the commit the new one: there is no moment where they see part of each. The reclaim
 schedule re-queues a tenant whose request was not applied (a lost task, a stopped worker), and
 running the task twice does nothing the second time.
@@ -20,7 +20,7 @@ from django_q.tasks import async_task
 
 from accounts.models import Tenant
 from knowledge.models import DEFAULT_SEARCH_LANGUAGE, SEARCH_LANGUAGES, CorpusStat, SearchLanguage, search_config_name
-from knowledge.rag import factory
+from knowledge.rag.backends.postgres import maintenance
 from knowledge.rag.errors import NamespaceNotFound
 
 logger = logging.getLogger(__name__)
@@ -40,12 +40,6 @@ class LanguageState:
     @property
     def reindexing(self) -> bool:
         return self.requested != self.active
-
-
-def _backend() -> object | None:
-    """The configured backend when it can change a tenant's language (``PostgresBackend`` can)."""
-    configured = factory.backend()
-    return configured if callable(getattr(configured, "apply_search_language", None)) else None
 
 
 def _active_language(tenant: Tenant) -> str | None:
@@ -96,7 +90,7 @@ def search_language_set(*, tenant: Tenant, language: str) -> SearchLanguage:
 def search_language_apply(*, namespace: str) -> bool:
     """Re-index ``namespace`` in the language it asked for, if its index uses another; returns
     whether it did. The outcome is recorded on the request row (``applied_at`` or ``error``)."""
-    backend = _backend()
+    backend = maintenance.configured()
     tenant = Tenant.objects.filter(slug=namespace).first()
     if backend is None or tenant is None:
         return False  # a backend without languages, or a tenant deleted since the task was queued
@@ -104,7 +98,7 @@ def search_language_apply(*, namespace: str) -> bool:
     language = row.language if row else DEFAULT_SEARCH_LANGUAGE
     search_config_name(language)  # an unknown language is a bug upstream: fail loudly
     try:
-        changed = backend.apply_search_language(namespace, language)  # type: ignore[attr-defined]
+        changed = maintenance.apply_search_language(backend, namespace, language)
     except NamespaceNotFound:
         return False
     except Exception as exc:

@@ -106,7 +106,7 @@ def test_wrappers_have_exactly_the_capabilities_of_what_they_wrap(client: BagOfW
     seed = GuardedBackend(CompanySearchBackend(), before=lambda: None)
     ours = GuardedBackend(PostgresBackend(), before=lambda: None)
     capabilities = ("replace_documents", "delete_documents", "known_embeddings", "cached_embeddings", "cache_embeddings",
-                    "index_backlog", "supports_rerank")
+                    "resolve_namespace", "supports_rerank")
     assert [hasattr(seed, name) for name in capabilities] == [False] * len(capabilities)
     assert [hasattr(ours, name) for name in capabilities] == [True] * len(capabilities)
     plain = RetryingEmbedder(Embeddings(client), retries=0, delay_seconds=0)

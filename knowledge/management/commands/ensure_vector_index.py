@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from knowledge.rag.backends.postgres_sql import create_hnsw_index_sql, hnsw_index_name
+from knowledge.rag.backends.postgres.sql import create_hnsw_index_sql, hnsw_index_name
 from knowledge.rag import default_embedder
 from knowledge.rag.types import declared_dimension
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import Tenant
-from knowledge.rag.backends.postgres import PostgresBackend
+from knowledge.rag.backends.postgres import PostgresBackend, maintenance
 
 
 class Command(BaseCommand):
@@ -20,5 +20,5 @@ class Command(BaseCommand):
             raise CommandError(f"tenant {tenant!r} does not exist")
         backend = PostgresBackend()
         for t in tenants:
-            backend.rebuild_statistics(t.slug)
+            maintenance.rebuild_statistics(backend, t.slug)
             self.stdout.write(f"rebuilt search statistics of tenant {t.slug}")

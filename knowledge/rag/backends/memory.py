@@ -23,6 +23,7 @@ from knowledge.rag.types import (
     FilterValue,
     Fusion,
     PreparedDocument,
+    Stored,
     RAGChunk,
     RAGHit,
     RAGQuery,
@@ -101,12 +102,12 @@ class MemoryBackend:
 
     # --- Quarry's audited writes -----------------------------------------------------
 
-    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> int:
+    async def replace_documents(self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger) -> Stored:
         async with self._lock:
             added = self._store(namespace, documents, [])
             self.audit.append({"namespace": namespace, "action": "ingest", "actor": actor, "trigger": trigger,
                                "document_ids": [p.document.id for p in documents], "chunk_count": added})
-            return added
+            return Stored(added)  # searchable and complete at once: nothing left for the background
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
         async with self._lock:

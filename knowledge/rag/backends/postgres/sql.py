@@ -1,4 +1,4 @@
-"""SQL of the PostgreSQL backend, kept apart from the Python that runs it.
+"""The search statements of the PostgreSQL backend: the legs, their fusion, filters, the HNSW index.
 
 All values travel as parameters; the only things formatted into SQL text are
 integers we produced (vector dimensions) and fixed fragments.
@@ -12,23 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from knowledge.models import tenant_config_sql as tenant_config_sql
+from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, contribution_sql, idf_sql
 from knowledge.rag.fusion import FUSION_DEPTH, LEG_PLACES, SEMANTIC_SPREAD_FLOOR
 from knowledge.rag.types import FilterValue
 
-# Okapi BM25 defaults, chosen with the title weight on two collections at once (bench/tune_bm25f.py over
-# SciFact's train split and MuSiQue, every judged query counted once: the flattest region of the grid,
-# README); the backend takes others. The postings' stored impact uses these (manage.py
-# rebuild_search_stats recomputes it); queries score with the backend's own k1 and b.
-BM25_K1 = 1.2
-BM25_B = 0.75
-# BM25F over a chunk's two fields: an occurrence in the title counts this many times, one in the text
-# once. The tsvector marks title occurrences with weight A (knowledge.models.Chunk.search_vector),
-# and the postings store the weighted frequency, so changing it means rebuilding them (a migration).
-TITLE_WEIGHT = 3
-# A lexeme's weighted frequency in a chunk, from ``unnest(c.search_vector) AS u``.
-WEIGHTED_TF = (
-    f"(coalesce(array_length(u.positions, 1), 1) + {TITLE_WEIGHT - 1} * coalesce(cardinality(array_positions(u.weights, 'A')), 0))"
-)
 # Candidates each leg hands to the fusion (RRF or normalised score fusion) in hybrid mode.
 HYBRID_DEPTH = FUSION_DEPTH
 # Postings read per query term, best impact first (keyword search's fast path).
@@ -135,12 +122,12 @@ qterms AS MATERIALIZED (
 ),
 corpus AS MATERIALIZED (
     SELECT greatest(coalesce(max(chunk_count), 0), 1)::float8 AS n,
-           greatest(coalesce(max(token_count)::float8 / nullif(max(chunk_count), 0), 1), 1) AS avgdl
+           {avgdl_sql("max(token_count)", "max(chunk_count)")} AS avgdl
     FROM knowledge_corpusstat WHERE tenant_id = %(tenant)s
 ),
 stats AS MATERIALIZED (
     SELECT q.lexeme, coalesce(t.df, 0) AS df,
-           ln(1 + (corpus.n - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
+           {idf_sql("corpus.n", "coalesce(t.df, 0)")} AS idf
     FROM qterms q CROSS JOIN corpus
     LEFT JOIN knowledge_termstat t ON t.tenant_id = %(tenant)s AND t.lexeme = q.lexeme
 ),
@@ -157,8 +144,7 @@ def _bm25_scored(where: str) -> str:
     SELECT c.id, sc.score
     FROM knowledge_chunk c CROSS JOIN tsq CROSS JOIN corpus
     CROSS JOIN LATERAL (
-        SELECT round(sum(s.idf * x.tf * (%(bm25_k1)s + 1)
-                   / (x.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * length(c.search_vector) / corpus.avgdl)))::numeric, 9)::float8 AS score
+        SELECT round(sum({contribution_sql("s.idf", "x.tf", "length(c.search_vector)", "corpus.avgdl")})::numeric, 9)::float8 AS score
         FROM (
             SELECT u.lexeme, {WEIGHTED_TF}::float8 AS tf
             FROM unnest(c.search_vector) AS u WHERE u.lexeme = ANY(tsq.terms)
@@ -192,7 +178,7 @@ kw AS ({_bm25_scored(where)}
     LIMIT %({depth_param})s
 )"""
     join = f"JOIN knowledge_chunk c ON c.id = post.id WHERE c.tenant_id = %(tenant)s {where}" if where else ""
-    contribution = "s.idf * p.tf * (%(bm25_k1)s + 1) / (p.tf + %(bm25_k1)s * (1 - %(bm25_b)s + %(bm25_b)s * p.dl / corpus.avgdl))"
+    contribution = contribution_sql("s.idf", "p.tf", "p.dl", "corpus.avgdl")
     return f"""
 post AS (
     SELECT p.chunk_id AS id, sum({contribution}) AS partial, array_agg(s.lexeme) AS counted

@@ -1,0 +1,263 @@
+"""``PostgresBackend``: the seed's six methods over the Django models, and the optional capabilities
+``RAGService`` looks for (audited whole-document writes, stored-vector reuse, the embedding cache,
+the namespace's resolution, re-ranking, the graph's reads). Each method finds the tenant and hands the
+work to the module that answers it: ``writes``, ``plan`` (search), ``graph_reads``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
+
+from knowledge.graph.llm import LlmSpec
+from knowledge.graph.search import GraphParams
+from knowledge.graph.types import Neighborhood, Picture, Triplet
+from knowledge.rag.backends.chunks import documents_from_chunks
+from knowledge.rag.backends.postgres import graph_reads, plan, writes
+from knowledge.rag.backends.postgres import sql as q
+from knowledge.rag.backends.postgres.bm25 import BM25_B, BM25_K1
+from knowledge.rag.backends.postgres.namespaces import find_tenant_id, resolve
+from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, ResolvedNamespace, Stored, Trigger, Vector
+
+# Ingestions of up to this many chunks index them in their own transaction; larger ones
+# leave it to the indexer (``maintenance.index_backlog``). One editor upload stays well under it.
+INLINE_INDEX_MAX_CHUNKS = 500
+# Chunks per indexer transaction: long enough to amortize, short enough to hold few locks.
+INDEX_BATCH_CHUNKS = 2000
+# Tenants of up to this many chunks are searched by exact cosine instead of the shared HNSW index.
+# Exact cost grows with the tenant (a per-row cast of each float8[] to a vector): bench/exact_search.py
+# on this 2-core machine under load measured p50 31 / 56 / 113 / 200 ms at 1k / 2k / 5k / 10k chunks
+# against 9-12 ms for HNSW. 2,000 covers a typical small tenant (issue 22's 1,890-chunk corpus) for a
+# few times HNSW's latency; past it, the ANN index wins and its health is watched (index_health).
+EXACT_MAX_CHUNKS = 2000
+
+
+class PostgresBackend:
+    """Chunks in ``knowledge_chunk``; namespaces are tenant slugs.
+
+    Reads (``search``, ``fetch``) of a namespace without a tenant find nothing. Writes to one
+    raise ``NamespaceNotFound``, unless ``create_namespaces``: then the first write creates it.
+    Maintenance (the backlog, model moves, languages, statistics, graph rebuilds) is in
+    ``maintenance``, as functions of a backend.
+    """
+
+    supports_rerank = True
+
+    def __init__(
+        self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
+        postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = BM25_K1, b: float = BM25_B,
+        inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS,
+        graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None, extract_graph: bool = True,
+        exact_max_chunks: int = EXACT_MAX_CHUNKS, create_namespaces: bool = False,
+    ) -> None:
+        """``inline_index_max_chunks``: larger ingestions go to the backlog (``Stored.backlog`` says so;
+        the caller queues the indexer, ``maintenance.index_backlog``; search stays exact meanwhile).
+
+        ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``graph_llm_model``:
+        the LLM extractor's model id, whose cached triples extraction merges in (None: offline only;
+        ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
+        take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
+
+        ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
+        every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway.
+
+        ``create_namespaces``: an ingest into a namespace without a tenant creates the tenant (slug and
+        name the namespace), audited ``create_namespace``, in the ingest's transaction; a deletion there
+        deletes nothing. For trusted application code (``rag.postgres`` sets it, as the seed's namespaces
+        are any safe identity). The product's own backend (``QUARRY_RAG_BACKEND``) leaves it off: every
+        request resolves an existing tenant first, and a write to a tenant deleted meanwhile must fail,
+        not bring it back."""
+        if inline_index_max_chunks < 0:
+            raise ValueError("inline_index_max_chunks must be 0 or more")
+        if exact_max_chunks < 0:
+            raise ValueError("exact_max_chunks must be 0 or more")
+        self.exact_max_chunks = exact_max_chunks
+        self.create_namespaces = create_namespaces
+        self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
+        self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
+        self.extract_graph = extract_graph
+        self.using = using
+        self.inline_index_max_chunks = inline_index_max_chunks
+        self.hybrid_depth = hybrid_depth
+        self.ef_search = ef_search
+        self.postings_per_term = postings_per_term
+        self.k1 = float(k1)
+        self.b = float(b)
+        self._pgvector: bool | None = None
+
+    def has_pgvector(self) -> bool:
+        """Whether the database has pgvector (asked once per backend)."""
+        if self._pgvector is None:
+            with connections[self.using].cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+                self._pgvector = cursor.fetchone() is not None
+        return self._pgvector
+
+    def _find_tenant_id(self, namespace: str) -> int | None:
+        return find_tenant_id(self.using, namespace)
+
+    def _query_tenant_id(self, query: RAGQuery) -> int | None:
+        """The query's tenant: as the request resolved it (no round trip), else looked up by slug."""
+        return query.resolved.tenant_id if query.resolved is not None else self._find_tenant_id(query.namespace)
+
+    # --- the seed's six methods ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def replace(self, namespace: str, document_ids: Sequence[str], chunks: Sequence[RAGChunk]) -> None:
+        """The seed's replacement: ``chunks`` become the documents' only chunks (see ``documents_from_chunks``
+        for the document rows this stores); documents without chunks are deleted. One transaction, audited
+        with no actor and trigger ``user``."""
+        documents, emptied = documents_from_chunks(namespace, document_ids, chunks)
+        await sync_to_async(self._replace_chunks, thread_sensitive=True)(namespace, documents, emptied)
+
+    def _replace_chunks(self, namespace: str, documents: Sequence[PreparedDocument], emptied: Sequence[str]) -> None:
+        with transaction.atomic(using=self.using):
+            if documents:
+                writes.replace(self, namespace, documents, None, "user")
+            if emptied:
+                writes.delete(self, namespace, emptied, None, "user")
+
+    async def delete(self, namespace: str, document_ids: Sequence[str]) -> None:
+        """The seed's deletion (audited with no actor and trigger ``user``)."""
+        await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, list(document_ids), None, "user")
+
+    async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+        return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids)
+
+    def _fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+        tenant_id = self._find_tenant_id(namespace)
+        if tenant_id is None:
+            return []  # an unknown namespace holds nothing (as search says)
+        with connections[self.using].cursor() as cursor:
+            # Projected like search: no vectors (they stay in the datastore), so a fetched chunk equals a hit's.
+            cursor.execute(
+                f"SELECT {q.CHUNK_COLUMNS} FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
+                "WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s)",
+                [tenant_id, list(chunk_ids)],
+            )
+            found = {row[0]: plan.chunk_from_row(namespace, row) for row in cursor.fetchall()}
+        return [found[i] for i in dict.fromkeys(chunk_ids) if i in found]
+
+    async def search(self, query: RAGQuery) -> list[RAGHit]:
+        return await sync_to_async(self._search, thread_sensitive=True)(query)
+
+    def _search(self, query: RAGQuery) -> list[RAGHit]:
+        tenant_id = self._query_tenant_id(query)
+        if query.graph:
+            return graph_reads.graph_search(self, query, tenant_id).hits
+        if tenant_id is None:
+            return []  # an unknown namespace holds nothing
+        return plan.search(self, query, tenant_id)
+
+    # --- audited whole-document writes (DocumentStore) --------------------------------------------
+
+    async def replace_documents(
+        self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger,
+    ) -> Stored:
+        return await sync_to_async(writes.replace, thread_sensitive=True)(self, namespace, documents, actor, trigger)
+
+    async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
+        return await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, document_ids, actor, trigger)
+
+    # --- the namespace's resolution; vectors: stored ones to reuse, the cache of computed ones -------
+
+    async def resolve_namespace(self, namespace: str) -> ResolvedNamespace | None:
+        """The namespace's tenant, the model of its vectors and its size, in one statement (None: no such tenant).
+        ``RAGService`` asks once and hands the answer back in every ``RAGQuery.resolved``."""
+        return await sync_to_async(resolve, thread_sensitive=True)(self.using, namespace)
+
+    async def known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]:
+        return await sync_to_async(self._known_embeddings, thread_sensitive=True)(namespace, document_ids, model_id)
+
+    def _known_embeddings(self, namespace: str, document_ids: Sequence[str], model_id: str) -> dict[tuple[str, str], Vector]:
+        tenant_id = self._find_tenant_id(namespace)
+        if tenant_id is None:
+            return {}  # a new namespace: nothing to reuse (the write decides whether it may exist)
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            writes.plan_for_keyed_writes(cursor)
+            cursor.execute(
+                "SELECT id FROM knowledge_document WHERE tenant_id = %s AND external_id = ANY(%s)", [tenant_id, list(document_ids)]
+            )
+            doc_pks = [row[0] for row in cursor.fetchall()]
+            if not doc_pks:
+                return {}  # all new: nothing to reuse
+            # Two steps, so each uses its own index whatever the planner thinks of the tenant (see writes.OF_DOCUMENTS).
+            cursor.execute(
+                f"SELECT c.chunk_id, c.content_hash, c.embedding FROM knowledge_chunk c "
+                f"WHERE {writes.OF_DOCUMENTS} AND c.embedding_model = %s AND c.embedding IS NOT NULL",
+                [tenant_id, doc_pks, model_id],
+            )
+            return {(chunk_id, digest): tuple(vector) for chunk_id, digest, vector in cursor.fetchall()}
+
+    async def cached_embeddings(self, namespace: str, model_id: str, digests: Sequence[str]) -> dict[str, Vector]:
+        """Vectors of ``model_id`` for these content hashes that a previous, unfinished run stored."""
+        return await sync_to_async(self._cached_embeddings, thread_sensitive=True)(namespace, model_id, digests)
+
+    def _cached_embeddings(self, namespace: str, model_id: str, digests: Sequence[str]) -> dict[str, Vector]:
+        tenant_id = self._find_tenant_id(namespace) if digests else None
+        if tenant_id is None:
+            return {}
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT content_hash, embedding FROM knowledge_embeddingcache "
+                "WHERE tenant_id = %s AND model_id = %s AND content_hash = ANY(%s)",
+                [tenant_id, model_id, list(digests)],
+            )
+            return {digest: tuple(vector) for digest, vector in cursor.fetchall()}
+
+    async def cache_embeddings(self, namespace: str, model_id: str, vectors: Mapping[str, Vector]) -> None:
+        """Keep these freshly computed vectors (by content hash) until the chunks holding them land."""
+        await sync_to_async(writes.cache_embeddings, thread_sensitive=True)(self.using, namespace, model_id, vectors)
+
+    async def embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        """The model ids of the vectors these documents' chunks hold (found through the documents' unique key)."""
+        return await sync_to_async(self._embedding_models, thread_sensitive=True)(namespace, document_ids)
+
+    def _embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                "SELECT DISTINCT c.embedding_model FROM accounts_tenant t "
+                "JOIN knowledge_document d ON d.tenant_id = t.id AND d.external_id = ANY(%s) "
+                "JOIN knowledge_chunk c ON c.document_id = d.id "
+                "WHERE t.slug = %s AND c.embedding IS NOT NULL AND c.embedding_model <> ''",
+                [list(document_ids), namespace],
+            )
+            return {row[0] for row in cursor.fetchall()}
+
+    # --- the knowledge graph's reads (graph_reads) -----------------------------------------------
+
+    async def graph_search(self, query: RAGQuery) -> GraphSearchResult:
+        """Hybrid search (fused as ``query.fusion`` says) with the graph leg's best candidates placed in it (``query.graph``)."""
+        return await sync_to_async(self._graph_search, thread_sensitive=True)(query)
+
+    def _graph_search(self, query: RAGQuery) -> GraphSearchResult:
+        return graph_reads.graph_search(self, query, self._query_tenant_id(query))
+
+    async def graph_triplets(self, query: RAGQuery) -> list[Triplet]:
+        """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
+        return await sync_to_async(self._graph_triplets, thread_sensitive=True)(query)
+
+    def _graph_triplets(self, query: RAGQuery) -> list[Triplet]:
+        return graph_reads.graph_triplets(self, query, self._query_tenant_id(query))
+
+    async def graph_neighbors(self, namespace: str, entity: str, *, limit: int) -> Neighborhood:
+        """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
+        return await sync_to_async(self._graph_neighbors, thread_sensitive=True)(namespace, entity, limit)
+
+    def _graph_neighbors(self, namespace: str, entity: str, limit: int) -> Neighborhood:
+        return graph_reads.graph_neighbors(self, self._find_tenant_id(namespace), entity, limit)
+
+    async def graph_picture(self, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
+        """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
+        return await sync_to_async(self._graph_picture, thread_sensitive=True)(namespace, chunk_ids, expand)
+
+    def _graph_picture(self, namespace: str, chunk_ids: Sequence[str], expand: bool) -> Picture:
+        return graph_reads.graph_picture(self, self._find_tenant_id(namespace), chunk_ids, expand)

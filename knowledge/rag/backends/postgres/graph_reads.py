@@ -1,0 +1,105 @@
+"""The knowledge graph's reads through the backend: hybrid search with the graph leg, triplets,
+neighbours and pictures (the SQL is ``knowledge.graph.search``'s; issue 32 item 2 lifts it above this layer)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, transaction
+
+from knowledge.graph import search as graph_sql
+from knowledge.graph.types import GraphLeg, Neighborhood, Picture, Triplet
+from knowledge.rag.backends.postgres import plan
+from knowledge.rag.backends.postgres import sql as q
+from knowledge.rag.types import Fusion, GraphSearchResult, RAGHit, RAGQuery
+
+if TYPE_CHECKING:
+    from knowledge.rag.backends.postgres.facade import PostgresBackend
+
+
+def graph_search(backend: PostgresBackend, query: RAGQuery, tenant_id: int | None) -> GraphSearchResult:
+    """Hybrid search (fused as ``query.fusion`` says) with the graph leg's best candidates placed in it."""
+    if tenant_id is None:
+        return GraphSearchResult([], GraphLeg())
+    # The hybrid list as deep as the graph's fusion reads it (its RRF scores down to rank 100 are the
+    # agreement evidence, see GraphParams), unfiltered by score: fusion decides the page.
+    depth = min(100, max(query.limit, backend.graph.protect, backend.graph.seeds, backend.graph.hybrid_depth))
+    hybrid = plan.search(backend, dataclasses.replace(query, graph=False, limit=depth, min_score=None), tenant_id)
+    clauses, params = plan.where(query)
+    dimension = plan.dimension(backend, query)
+    with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
+        leg = graph_sql.graph_leg(
+            cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in hybrid], params=backend.graph,
+            where=clauses, where_params=params, vector=query.vector, model=query.embedding_model or "", dimension=dimension,
+        )
+        known = {h.chunk.chunk_id: h for h in hybrid}
+        by_rrf = query.fusion is Fusion.RRF
+        fused = graph_sql.fuse(
+            [(h.chunk.chunk_id, float((h.rrf_score if by_rrf else h.score) or 0.0)) for h in hybrid], leg.candidates, backend.graph,
+            rrf_scores=None if by_rrf else {h.chunk.chunk_id: float(h.rrf_score or 0.0) for h in hybrid},
+        )
+        missing = [cid for cid, _, found in fused if found is not None and cid not in known]
+        extra = _rows_by_id(cursor, tenant_id, missing, query, dimension) if missing else {}
+    hits: list[RAGHit] = []
+    for cid, score, found in fused:
+        if query.min_score is not None and score < query.min_score:
+            continue
+        base = known.get(cid) or extra.get(cid)
+        if base is None:
+            continue  # a candidate whose row went away meanwhile
+        # Under RRF the page's score is its RRF score and rank; under score fusion a hit keeps its
+        # own RRF score and rank (as plain hybrid hits do), and one only the graph found has none.
+        rrf = {"rrf_score": score, "rrf_rank": len(hits) + 1} if by_rrf else {}
+        hits.append(dataclasses.replace(
+            base, score=score, **rrf, graph_score=found.score if found else None, graph_path=found.path if found else None,
+        ))
+        if len(hits) == query.limit:
+            break
+    return GraphSearchResult(hits, leg)
+
+
+def _rows_by_id(cursor: Any, tenant_id: int, chunk_ids: list[str], query: RAGQuery, dimension: int | None) -> dict[str, RAGHit]:
+    """Hits for chunks only the graph leg found (no keyword score; their cosine similarity when there is a vector)."""
+    params: dict[str, Any] = {"tenant": tenant_id, "ids": chunk_ids, "model": query.embedding_model or "", **plan.vector_params(query)}
+    similarity = graph_sql.similarity_sql(dimension, query.vector is not None) if query.vector is not None else "NULL::float8"
+    cursor.execute(
+        f"SELECT {q.CHUNK_COLUMNS}, {similarity} AS sim FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
+        "WHERE c.tenant_id = %(tenant)s AND c.chunk_id = ANY(%(ids)s)",
+        params,
+    )
+    out = {}
+    for row in cursor.fetchall():
+        chunk = plan.chunk_from_row(query.namespace, row[:8])
+        out[chunk.chunk_id] = RAGHit(chunk, 0.0, semantic_similarity=float(row[8]) if row[8] is not None else None)
+    return out
+
+
+def graph_triplets(backend: PostgresBackend, query: RAGQuery, tenant_id: int | None) -> list[Triplet]:
+    """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
+    if tenant_id is None:
+        return []
+    seeds = plan.search(backend, dataclasses.replace(query, graph=False, limit=backend.graph.seeds, min_score=None), tenant_id)
+    clauses, params = plan.where(query)
+    with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
+        return graph_sql.graph_triplets(
+            cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in seeds], limit=query.limit,
+            where=clauses, where_params=params, params=backend.graph,
+        )
+
+
+def graph_neighbors(backend: PostgresBackend, tenant_id: int | None, entity: str, limit: int) -> Neighborhood:
+    """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
+    if tenant_id is None:
+        return Neighborhood(None)
+    with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
+        return graph_sql.graph_neighbors(cursor, tenant_id=tenant_id, name=entity, limit=limit)
+
+
+def graph_picture(backend: PostgresBackend, tenant_id: int | None, chunk_ids: Sequence[str], expand: bool) -> Picture:
+    """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
+    if tenant_id is None:
+        return Picture()
+    with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
+        return graph_sql.graph_picture(cursor, tenant_id=tenant_id, chunk_ids=chunk_ids, expand=expand)
