@@ -263,15 +263,15 @@ def test_browser_session_needs_a_csrf_token(model_world: World) -> None:
 BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"prompt": "hi"}, "session_id", "required"),
     ({"session_id": "session-x"}, "prompt", "required"),
-    ({"session_id": "session-x", "prompt": "   "}, "prompt", "may not be blank"),
-    ({"session_id": "session-x", "prompt": "x" * 16_385}, "prompt", "no more than 16384 characters"),
+    ({"session_id": "session-x", "prompt": "   "}, "prompt", "Type a question first"),
+    ({"session_id": "session-x", "prompt": "x" * 16_385}, "prompt", "too long: at most 16,384 characters"),
     ({"session_id": "session-x", "prompt": "a\x00b"}, "prompt", "must not contain NUL characters"),  # refused by the JSON parser
     ({"session_id": "session-x", "prompt": "hi", "stream": "maybe"}, "stream", "valid boolean"),
     ({"session_id": "session-x", "prompt": "hi", "model": "gpt-4o"}, "model", "server chooses the model"),
     ({"session_id": "session-x", "prompt": "hi", "api_base": "http://evil"}, "api_base", "server chooses"),
     ({"session_id": "session-x", "prompt": "hi", "temperature": 2}, "temperature", "server chooses"),
     ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Not accepted"),
-    ({"session_id": "session-x", "prompt": "ring \x07 bell"}, "prompt", "control characters"),
+    ({"session_id": "session-x", "prompt": "ring \x07 bell"}, "prompt", "control characters (found U+0007)"),
     ({"session_id": "not-a-session", "prompt": "hi"}, "session_id", "Not a session id"),
     ({"session_id": 5, "prompt": "hi"}, "session_id", "Not a valid string"),
     ({"session_id": "session-x", "prompt": "hi", "tenant": ""}, "tenant", "Must not be empty"),
