@@ -197,19 +197,22 @@ async def _generate(turn: _Turn, *, template: str, generated: _Generated) -> Asy
         raise
     except ModelUnavailable as exc:
         logger.error("chat model unavailable in tenant %s: %s", turn.tenant.slug, exc)
-        yield _error("model_unavailable")
+        failure = "model_unavailable"
     except CatalogError as exc:
         logger.error("chat model catalog is invalid: %s", exc)
-        yield _error("model_unavailable")
+        failure = "model_unavailable"
     except DatabaseError as exc:
         logger.error("chat memory unavailable: %s", type(exc).__name__)
-        yield _error("database_unavailable")
+        failure = "database_unavailable"
     except Exception:
         logger.exception("chat answer failed in tenant %s", turn.tenant.slug)
-        yield _error("internal_error")
+        failure = "internal_error"
     else:
-        if generated.finished is None:  # pragma: no cover - stream_chat always ends with Finished or raises
-            yield _error("model_unavailable")
+        # stream_chat always ends with Finished or raises; a stream that did not is a model failure.
+        failure = None if generated.finished is not None else "model_unavailable"
+    if failure is not None:
+        generated.finished = None  # a failed answer is never recorded, whatever the model had sent
+        yield _error(failure)
 
 
 async def _recorded_settings(turn: _Turn) -> dict[str, Any]:

@@ -282,6 +282,25 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
 ]
 
 
+@pytest.mark.parametrize(("message", "field"), [
+    ({"prompt": "   "}, "prompt"), ({"prompt": "x" * 16_385}, "prompt"), ({"prompt": "ring \x07 bell"}, "prompt"),
+    ({"prompt": "lone \ud800 surrogate"}, "prompt"), ({"prompt": 5}, "prompt"),
+    ({"prompt": "hi", "fusion": "borda"}, "fusion"), ({"prompt": "hi", "fusion": "rrf", "fusion_weight": 2}, "fusion_weight"),
+])
+def test_the_websocket_refuses_a_question_with_the_sentence_of_the_http_api(message: dict[str, Any], field: str) -> None:
+    """One check for both transports (chat.api.requests): the WebSocket's error detail is the sentence a 400
+    lists under the field (the prompt's as it is, an option's after its name)."""
+    from chat.api.chat import ChatCompletionInputSerializer
+    from chat.api.requests import InvalidRequest, ws_request
+
+    http = ChatCompletionInputSerializer(data={"session_id": "session-x", **message})
+    assert not http.is_valid()
+    sentence = str(http.errors[field][0])
+    with pytest.raises(InvalidRequest) as refused:
+        ws_request({"type": "ask", **message}, kind="chat", prompt=True)
+    assert refused.value.detail == (sentence if field == "prompt" else f"{field}: {sentence}")
+
+
 def test_bad_input_is_a_400_naming_the_field(world: World) -> None:
     # One world for all cases: building it dominates the cost of each request.
     for body, field, phrase in BAD_INPUT:
