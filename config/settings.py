@@ -355,7 +355,7 @@ QUARRY_MODEL_CONFIG_PATH = Path(env_str("QUARRY_MODEL_CONFIG_PATH") or BASE_DIR 
 QUARRY_CHAT_RETRIEVAL_TOP_K = env_int("QUARRY_CHAT_RETRIEVAL_TOP_K", 5, minimum=1, maximum=50)
 # Passages a second, bounded retrieval hop adds (0: none): a multi-hop question's next fact is
 # about the entity its first passage names ("... took place in Thessaloniki"), which the question
-# itself does not (chat.pipeline.retrieve, chat.llm.selection.bridge_query; README "Chat").
+# itself does not (chat.retrieval.retrieve, chat.llm.selection.bridge_query; README "Chat").
 QUARRY_CHAT_RETRIEVAL_HOP_K = env_int("QUARRY_CHAT_RETRIEVAL_HOP_K", 3, minimum=0, maximum=20)
 # Graph search per request unless the request says otherwise: hybrid search plus the knowledge
 # graph's leg (entities the question and the top passages name, one or two hops further).

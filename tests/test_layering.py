@@ -65,6 +65,7 @@ COMPONENTS: dict[str, str] = {
     "chat.files.selectors": "chat.files.selectors",
     "chat.files.services": "chat.files.services",
     "chat.files": "chat.files.selectors",
+    "chat.retrieval": "chat.retrieval",  # the one retrieval for the pipeline, the agent's tools and MCP
     "chat.pipeline": "chat.pipeline",  # the one answer generator
     "chat.agent": "chat.agent",
     "chat.mcp": "chat.mcp",  # the MCP server: adapters over the agent's tools, and its HTTP transport
@@ -132,16 +133,19 @@ ALLOWED: dict[str, set[str]] = {
     # (store, queue, extract, chunk, embed) into a private store, through the stores door only.
     "chat.files.services": _RAG | {"chat.models", "chat.files.selectors", "knowledge.stores", "common"},
     "chat.services": {"chat.models", "accounts.models", "chat.files.services"},
+    # The diagnostics' sentences, and the offline model's bridge query for the second hop.
+    "chat.retrieval": _RAG | {"chat.events", "chat.llm"},
     "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework",
-                             "chat.files.selectors"},
-    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
+                             "chat.files.selectors", "chat.retrieval"},
+    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework",
+                          "chat.retrieval"},
     # An interface like the API: the agent's tools, the tenant resolution, and (HTTP) the token lookup
     # and its last-used stamp, as the REST API's authenticator does them.
     "chat.mcp": _RAG | {"chat.agent", "chat.events", "accounts.selectors", "accounts.services", "accounts.access", "config.framework"},
     "chat.interfaces": _RAG | {
         "chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "chat.pipeline",
         "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
-        "chat.files.selectors", "chat.files.services",
+        "chat.files.selectors", "chat.files.services", "chat.retrieval",
     },
     "knowledge.sources.models": set(),
     "knowledge.sources.crypto": set(),

@@ -38,12 +38,12 @@ from chat.agent.events import AgentErrorData, AgentEvent, AgentResponse, ToolCal
 from chat.api.admission import (
     AsyncEndpointApi,
     ClosedInputSerializer,
-    PromptField,
     SessionIdField,
     admit,
     is_run_id,
     serves,
 )
+from chat.api.requests import PromptField
 from chat.api.chat import (
     COMPONENTS,
     ERROR_RESPONSES,

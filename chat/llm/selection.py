@@ -10,8 +10,8 @@ with the two signals Quarry has offline:
   units: the passages are few, so the IDF is theirs, not the corpus's), normalized by the
   best unit's score; CJK text, written without spaces, gives character bigrams as terms;
 - a cosine similarity to the question: in the chat pipeline, the passage's own (its stored
-  chunk vector, which retrieval has just compared with the question's; handed over through
-  ``passage_similarities``), standing for each of its units', so answering embeds nothing;
+  chunk vector, which retrieval has just compared with the question's; handed over as data:
+  ``chat.llm.stream_chat(similarities=...)``, the offline model's ``similarity``), standing for each of its units', so answering embeds nothing;
   elsewhere (the agent's tool results) the local embedder's cosine of each shortlisted unit
   (BM25 alone when there is no embedder).
 
@@ -49,9 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -155,32 +153,6 @@ class Tuning:
 
 
 DEFAULT_TUNING = Tuning()
-
-# The retrieved passages' similarity to the question, by passage number: the cosine of each chunk's
-# stored vector, which retrieval has just computed. The chat pipeline sets it around the model call
-# (``passage_similarities``); the offline model then scores sentences with it instead of embedding
-# them, which costs ~5-30 ms a sentence on CPU. A context variable, not a prompt attribute: a hosted
-# model has no use for it, and it never leaves the process.
-_similarities: ContextVar[dict[int, float] | None] = ContextVar("quarry_passage_similarities", default=None)
-
-
-@contextmanager
-def passage_similarities(values: dict[int, float]) -> Iterator[None]:
-    """Within the block, ``current_similarities()`` is ``values`` (passage number -> cosine to the question)."""
-    token = _similarities.set(dict(values))
-    try:
-        yield
-    finally:
-        try:
-            _similarities.reset(token)
-        except ValueError:  # closed from another context (a generator finalized elsewhere): that context never saw it
-            pass
-
-
-def current_similarities() -> dict[int, float] | None:
-    """The passage similarities the caller set (``passage_similarities``), or None."""
-    return _similarities.get()
-
 
 @dataclass(frozen=True)
 class Unit:
