@@ -42,7 +42,7 @@ from chat.prompting import CitationMarkers, build_messages
 from chat.retrieval import AttachedHit, RetrievalFailed, RetrievalOptions, retrieve, similarities
 from chat.selectors import chat_memory, session_head
 from chat.services import chat_exchange_record
-from config.db import db_step
+from common.db import db_step
 from knowledge import rag
 
 logger = logging.getLogger(__name__)

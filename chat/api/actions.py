@@ -45,9 +45,9 @@ from chat.pipeline import Branch
 from chat.retrieval import RetrievalOptions
 from chat.selectors import chat_sessions_of, chat_transcript, chat_turn_find
 from chat.services import agent_feedback_give, chat_feedback_give, chat_feedback_remove, chat_turn_select
-from config.db import db_step
-from config.serializers import StrictBooleanField, StrictCharField, TenantField
-from config.typed_serializers import typed_serializer
+from common.db import db_step
+from common.serializers import StrictBooleanField, StrictCharField, TenantField
+from common.typed_serializers import typed_serializer
 from knowledge.rag import limits
 
 NO_STORE = "no-store"

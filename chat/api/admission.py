@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, resolve_tenant_context
 from accounts.permissions import IsTenantReader
-from config.serializers import ClosedSerializer, StrictCharField
+from common.serializers import ClosedSerializer, StrictCharField
 
 T = TypeVar("T")
 V = TypeVar("V", bound=Callable[..., Any])

@@ -31,9 +31,9 @@ from chat.prompting import greeting
 from chat.retrieval import RetrievalOptions
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
-from config.db import db_step
-from config.serializers import ClosedSerializer, StrictBooleanField, TenantField
-from config.typed_serializers import typed_json_schema, typed_serializer
+from common.db import db_step
+from common.serializers import ClosedSerializer, StrictBooleanField, TenantField
+from common.typed_serializers import typed_json_schema, typed_serializer
 
 NO_STORE = "no-store"
 # Component names of the shapes nested in chat and agent responses, as the schema has always called them.

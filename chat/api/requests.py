@@ -18,7 +18,7 @@ from rest_framework import serializers
 from chat.files.selectors import session_file_get
 from chat.models import ChatSession, SessionKind
 from chat.retrieval import RetrievalOptions
-from config.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictFloatField
+from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictFloatField
 from knowledge import rag
 from knowledge.rag import limits
 from knowledge.rag.errors import RAGValidationError

@@ -12,8 +12,8 @@ from rest_framework.views import APIView
 
 from accounts.access import resolve_tenant_context
 from accounts.permissions import IsTenantReader
-from config.db import release_connection
-from config.serializers import ClosedSerializer, StrictBooleanField, StrictFloatField, StrictIntegerField, TenantField
+from common.db import release_connection
+from common.serializers import ClosedSerializer, StrictBooleanField, StrictFloatField, StrictIntegerField, TenantField
 from knowledge import rag
 from knowledge.api.fields import ChunkIdField, FiltersField, MetadataField, QueryField, rag_error_to_api
 from knowledge.rag import limits

@@ -43,7 +43,7 @@ from chat.models import ChatSession
 from chat.pipeline import answer_stream
 from chat.retrieval import RetrievalOptions, retrieve
 from chat.services import chat_session_create
-from config.db import db_step
+from common.db import db_step
 
 PRINCIPAL = "evaluate-answers"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
