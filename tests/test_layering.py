@@ -111,7 +111,7 @@ ALLOWED: dict[str, set[str]] = {
     # The PostgreSQL backend writes and reads the graph in its own transactions; everything
     # above reaches the graph through knowledge.rag (chat included).
     "knowledge.graph": {"knowledge.models"},
-    "knowledge.rag": {"knowledge.models", "accounts.models", "knowledge.graph"},
+    "knowledge.rag": {"knowledge.models", "accounts.models", "knowledge.graph", "common"},
     "knowledge.extraction": {"knowledge.rag"},
     "knowledge.highlight": set(),
     "knowledge.selectors": _RAG,

@@ -18,11 +18,11 @@ from rest_framework import serializers
 from chat.files.selectors import session_file_get
 from chat.models import ChatSession, SessionKind
 from chat.retrieval import RetrievalOptions
-from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictFloatField
-from knowledge import rag
+from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField
 from knowledge.rag import limits
 from knowledge.rag.errors import RAGValidationError
-from knowledge.rag.types import MAX_FUSION_WEIGHT, check_characters
+from knowledge.rag.fields import FusionField, FusionWeightField, check_fusion_request
+from knowledge.rag.types import check_characters
 
 NO_QUESTION = "Type a question first."
 TOO_LONG = f"The question is too long: at most {limits.MAX_QUERY_CHARS:,} characters."
@@ -61,15 +61,11 @@ class ChatRetrievalOptionsSerializer(ClosedSerializer):
                   "hybrid retrieval (passages reached through the entities of the question and its top passages, each "
                   "citation saying its graph_path) and a `graph_search` diagnostic; false removes both.",
     )
-    fusion = serializers.ChoiceField(
-        choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
+    fusion = FusionField(
         help_text="How hybrid retrieval merges its keyword and semantic lists: rrf or score (as POST /v1/search). "
                   "Absent: the server's default. With graph_search, the graph's passages are placed in that list.",
     )
-    fusion_weight = StrictFloatField(
-        required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
-        help_text="With fusion score: the semantic list's weight (as POST /v1/search).",
-    )
+    fusion_weight = FusionWeightField(help_text="With fusion score: the semantic list's weight (as POST /v1/search).")
     sources = serializers.ChoiceField(
         choices=["all", "files", "knowledge"], default="all",
         help_text="What retrieval searches: all (the knowledge base and the files attached to this conversation, fused "
@@ -83,9 +79,7 @@ class ChatRetrievalOptionsSerializer(ClosedSerializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("identifier") is not None and attrs.get("sources") == "knowledge":
             raise serializers.ValidationError({"identifier": ["names an attached file; sources knowledge searches no files"]})
-        if attrs.get("fusion_weight") is not None and attrs.get("fusion") == rag.Fusion.RRF.value:
-            raise serializers.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
-        return attrs
+        return check_fusion_request(attrs)
 
 
 RETRIEVAL_OPTIONS = tuple(ChatRetrievalOptionsSerializer().fields)
