@@ -36,7 +36,10 @@ README_BASE = "http://127.0.0.1:8000"
 DATA = {"../shared/data/scifact": "beir", "var/judged": "judged"}
 # Every curl of the README fails on an HTTP error status, and bash stops at the first failure; -x
 # names the failing command in the log.
+# The README starts servers in the background (a local site, an S3 server): they go when the script ends,
+# or they would hold its output open and the test would wait for them.
 PRELUDE = """set -euo pipefail -x
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 curl() { command curl --fail-with-body --show-error --max-time 300 "$@"; }
 """
 
@@ -45,10 +48,29 @@ def readme_blocks(kind: str) -> list[str]:
     return re.findall(rf"```{kind}\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 
+# A block that runs make itself, possibly with settings in front (``QUARRY_X=... make run``): this test
+# does make run's steps, with those settings.
+MAKE_LINE = re.compile(r"^((?:[A-Z][A-Z0-9_]*=\S+\s+)*)make \w+\s*(?:#.*)?$")
+
+
+def is_make_block(block: str) -> bool:
+    return all(MAKE_LINE.match(line.strip()) for line in block.strip().splitlines())
+
+
 def readme_script() -> str:
-    """The README's ``sh`` blocks in order, without the lines that run make itself (this test does its steps)."""
-    blocks = [block for block in readme_blocks("sh") if not block.lstrip().startswith("make ")]
-    return "\n".join(blocks)
+    """The README's ``sh`` blocks in order, without the blocks that run make itself (this test does its steps)."""
+    return "\n".join(block for block in readme_blocks("sh") if not is_make_block(block))
+
+
+def make_run_settings() -> dict[str, str]:
+    """The settings the README puts in front of ``make run`` (``$PWD`` is the checkout, where the README runs)."""
+    found: dict[str, str] = {}
+    for block in filter(is_make_block, readme_blocks("sh")):
+        for line in block.strip().splitlines():
+            for assignment in MAKE_LINE.match(line.strip()).group(1).split():  # type: ignore[union-attr]
+                name, _, value = assignment.partition("=")
+                found[name] = value.replace("$PWD", str(ROOT))
+    return found
 
 
 def manage_commands() -> list[str]:
@@ -74,7 +96,8 @@ def served(scratch: dict[str, str]) -> Iterator[str]:
     """`make run`'s last step, ``python -m config.serve``, on a free port; yields its base URL once the
     web server answers and the worker cluster runs."""
     port = free_port()
-    with process([sys.executable, "-m", "config.serve"], {**scratch, "PORT": str(port)}, "readme-serve") as proc:
+    env = {**scratch, **make_run_settings(), "PORT": str(port)}
+    with process([sys.executable, "-m", "config.serve"], env, "readme-serve") as proc:
         base = f"http://127.0.0.1:{port}"
 
         def up() -> bool:
