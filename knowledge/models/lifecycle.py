@@ -1,10 +1,19 @@
-"""A document's lifecycle: its statuses, its lease, and every transition between them (conditional UPDATEs)."""
+"""A document's lifecycle: its statuses, its lease, and every transition between them.
+
+THE one writer of ``status``, the lease (``lease_id``, ``lease_expires_at``, ``attempts``),
+``generation`` and the progress fields of a ``Document``: every transition is a
+``DocumentQuerySet`` method (a conditional UPDATE) or, for the worker's heartbeat, ``lease_renew``.
+Nothing else writes them. ``knowledge.services.state`` decides when each runs (row locks in a
+fixed order, tasks enqueued on commit); the PostgreSQL backend writes a document's content and
+calls ``mark_ready`` in the transaction that swaps its chunks. It sits at the models layer so
+that the RAG API's backend, which imports no service, can call it too.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import models
+from django.db import connections, models
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
@@ -111,6 +120,41 @@ class DocumentQuerySet(models.QuerySet["Document"]):
             **({"generation": F("generation") + 1, "attempts": 0, "queued_at": Now()} if bump else {}),
         )
 
+    def mark_ready(self) -> int:
+        """The rows' new chunks have just been swapped in (call it in the swap's transaction): ready, no error.
+
+        The lease is left to ``mark_landed``: a row a worker holds is released only by that worker,
+        which checks the generation it processed."""
+        return self.update(status=DocumentStatus.READY, error="", progress=1.0, updated_at=Now())
+
+    def mark_landed(self, *, generation: int) -> int:
+        """A worker's chunks landed (after ``mark_ready``, same transaction): release its lease, if the
+        request it processed (``generation``) is still the latest; 0 means a newer one arrived."""
+        return self.filter(generation=generation).update(
+            lease_id="", lease_expires_at=None, finished_at=Now(), cancel_requested=False, phase="", eta_at=None,
+        )
+
+    def mark_ingested(self, *, actor: str) -> int:
+        """A synchronous ingest landed on the rows (after ``mark_ready``, same transaction): who asked, and when it ended."""
+        return self.update(requested_by=actor[:200], finished_at=Now())
+
+    def mark_resent(self, *, requeue_after: float) -> int:
+        """A queued row whose queue entry looks lost is sent again: its next re-send deadline moves on."""
+        return self.update(lease_expires_at=from_now(requeue_after))
+
+    def mark_reclaimed(self, *, requeue_after: float, error: str) -> int:
+        """A worker stopped renewing its lease: queue the row again with the attempts it has used.
+
+        Progress stays: the next run re-uses the vectors this one stored and resumes there."""
+        return self.update(
+            status=DocumentStatus.QUEUED, lease_id="", lease_expires_at=from_now(requeue_after), phase="", eta_at=None,
+            queued_at=Now(), updated_at=Now(), error=error,
+        )
+
+    def mark_cancel_requested(self, *, error: str) -> int:
+        """Ask the live worker on the rows to stop; it records ``error`` when it does (``mark_failed``)."""
+        return self.update(cancel_requested=True, error=error)
+
     def mark_superseded(self) -> int:
         """A caller's text replaces whatever was requested: a new generation with no stored source
         and no lease, so a worker still busy with an older request can no longer land it."""
@@ -119,3 +163,24 @@ class DocumentQuerySet(models.QuerySet["Document"]):
             source_text="", source_file="", source_name="", source_content_type="", source_size=0,
             queued_at=None, started_at=None,
         )
+
+
+def lease_renew(
+    *, pk: int, lease_id: str, lease_seconds: float, progress: float, phase: str, done: int, total: int,
+    eta_seconds: float | None, using: str = "default",
+) -> bool | None:
+    """The worker's heartbeat: renew its lease and write its progress in one statement.
+
+    Returns whether an editor asked to cancel, or None when ``lease_id`` no longer holds the row
+    (reclaimed, superseded, deleted). Progress on the row only moves forward (GREATEST), whatever
+    the run reports. Raw SQL: one round trip that also reads the cancel flag (RETURNING)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "UPDATE knowledge_document SET lease_expires_at = now() + make_interval(secs => %s), "
+            "progress = GREATEST(progress, %s), phase = %s, phase_done = %s, phase_total = %s, "
+            "eta_at = CASE WHEN %s::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => %s::float8) END "
+            "WHERE id = %s AND lease_id = %s RETURNING cancel_requested",
+            [lease_seconds, round(progress, 4), phase, done, total, eta_seconds, eta_seconds, pk, lease_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else bool(row[0])
