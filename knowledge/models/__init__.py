@@ -16,7 +16,9 @@ from __future__ import annotations
 from knowledge.models.chunks import Chunk, CorpusStat, EmbeddingCache, Posting, TermStat
 from knowledge.models.documents import ConversationFile, Document
 from knowledge.models.graph import Entity, GraphExtraction, GraphStat, GraphTokenUsage, Mention, Relation
-from knowledge.models.lifecycle import API_STATUSES, CANCELLED_PHASES, DocumentQuerySet, DocumentStatus, from_now, live_lease
+from knowledge.models.lifecycle import (
+    API_STATUSES, CANCELLED_PHASES, DocumentQuerySet, DocumentStatus, from_now, lease_renew, live_lease,
+)
 from knowledge.models.maintenance import (
     AuditEvent, AuditTrigger, EmbeddingMigration, EmbeddingMigrationStatus, IndexRebuild, SearchLanguage,
 )
@@ -27,8 +29,9 @@ from knowledge.models.text_search import (
 
 __all__ = [
     "API_STATUSES", "CANCELLED_PHASES", "DEFAULT_SEARCH_CONFIG", "DEFAULT_SEARCH_LANGUAGE", "SEARCH_LANGUAGES",
-    "AuditEvent", "AuditTrigger", "Chunk", "ConversationFile", "CorpusStat", "Document", "DocumentQuerySet", "DocumentStatus",
+    "AuditEvent", "AuditTrigger", "Chunk", "ConversationFile", "CorpusStat", "Document", "DocumentQuerySet",
+    "DocumentStatus",
     "EmbeddingCache", "EmbeddingMigration", "EmbeddingMigrationStatus", "Entity", "GraphExtraction", "GraphStat",
     "GraphTokenUsage", "IndexRebuild", "Mention", "Posting", "Relation", "RegConfigField", "SearchLanguage", "TermStat",
-    "from_now", "indexed_text", "live_lease", "search_config_name", "tenant_config_sql", "title_vector",
+    "from_now", "indexed_text", "lease_renew", "live_lease", "search_config_name", "tenant_config_sql", "title_vector",
 ]

@@ -1,4 +1,5 @@
-"""The knowledge graph (knowledge.graph): entities, their mentions in chunks, relations, and the LLM pass's cache and meter."""
+"""The knowledge graph (knowledge.graph): entities, their mentions in chunks, relations, and the LLM
+pass's cache and meter."""
 
 from __future__ import annotations
 

@@ -135,7 +135,8 @@ class DocumentQuerySet(models.QuerySet["Document"]):
         )
 
     def mark_ingested(self, *, actor: str) -> int:
-        """A synchronous ingest landed on the rows (after ``mark_ready``, same transaction): who asked, and when it ended."""
+        """A synchronous ingest landed on the rows (after ``mark_ready``, same transaction): who asked, and
+        when it ended."""
         return self.update(requested_by=actor[:200], finished_at=Now())
 
     def mark_resent(self, *, requeue_after: float) -> int:

@@ -27,8 +27,7 @@ from django.db import DatabaseError, connection, transaction
 
 from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
-from knowledge.models import Chunk, Document
-from knowledge.models.lifecycle import lease_renew
+from knowledge.models import Chunk, Document, lease_renew
 from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker, chunker_output
 from knowledge.rag.types import Chunker, Embedder
