@@ -12,7 +12,7 @@ from accounts.access import get_for_tenant, resolve_tenant_context
 from accounts.models import ApiToken, Role
 from accounts.permissions import IsTenantAdmin, IsTenantReader
 from accounts.services import api_token_create, api_token_revoke
-from config.serializers import ClosedSerializer, StrictCharField, TenantField
+from common.serializers import ClosedSerializer, StrictCharField, TenantField
 
 # Token ids are bigints; a larger number names no token (and PostgreSQL would refuse it).
 MAX_TOKEN_ID = 2**63 - 1

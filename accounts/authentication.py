@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from accounts.models import ApiToken
 from accounts.selectors import api_token_for_secret
 from accounts.services import api_token_touch
-from config.throttling import BadTokenThrottle
+from common.throttling import BadTokenThrottle
 
 
 # Real secrets are far shorter; anything longer is refused before it is hashed.

@@ -136,7 +136,7 @@ class ApiToken(models.Model):
 class ThrottleCount(models.Model):
     """One throttle window's count of requests for one key (``<scope>:<token|user|ip>:<id>``).
 
-    Written only by ``config.throttling.PostgresCounters`` with one atomic upsert per request (the
+    Written only by ``common.throttling.PostgresCounters`` with one atomic upsert per request (the
     ``LOCATION`` of ``QUARRY_THROTTLE_STORE`` names this table), never through the ORM: the ORM
     cannot increment-or-reset-and-return in one statement, and anything less loses updates under
     concurrency. A model still declares it so migrations create it and test flushes empty it.

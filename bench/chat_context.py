@@ -3,7 +3,7 @@ all of their judged passages, with and without the knowledge graph.
 
     .venv/bin/python bench/chat_context.py ../shared/data/musique --tenant musique [--limit N]
 
-Retrieves each question exactly as the chat does (``chat.pipeline.retrieve``: hybrid search with the
+Retrieves each question exactly as the chat does (``chat.retrieval.retrieve``: hybrid search with the
 deployment's settings, the floor, the second hop and, with the graph, the passages it places) and
 prints one JSON line per setting: ``context_all`` (every judged document among the passages),
 ``context_recall`` (the mean share of judged documents among them) and ``passages`` (the mean
@@ -25,14 +25,14 @@ from asgiref.sync import async_to_sync  # noqa: E402
 
 from accounts.models import Tenant  # noqa: E402
 from chat.management.commands.evaluate_answers import _jsonl, _qrels  # noqa: E402
-from chat.pipeline import retrieve  # noqa: E402
+from chat.retrieval import RetrievalOptions, retrieve  # noqa: E402
 
 
 def measure(tenant: Tenant, questions: list[tuple[str, set[str]]], *, graph: bool) -> dict[str, float | bool]:
     """Context figures for ``questions`` (text, judged document ids) retrieved with or without the graph."""
     complete, recall, passages = 0, 0.0, 0
     for text, judged in questions:
-        hits, _ = async_to_sync(retrieve)(tenant=tenant, prompt=text, graph=graph)
+        hits, _ = async_to_sync(retrieve)(tenant=tenant, prompt=text, options=RetrievalOptions(graph=graph))
         found = {hit.chunk.document_id for hit in hits}
         complete += judged <= found
         recall += len(judged & found) / len(judged)

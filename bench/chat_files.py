@@ -5,7 +5,7 @@
 Indexes ``--chunks`` chunks of real scientific text (SciFact windows, perturbed real embeddings as in
 bench/search_latency.py) into a throwaway tenant, and ``--file-chunks`` more into the private store of
 one of its conversations (as the document worker lands an attached file's passages), then times
-``chat.pipeline.retrieve`` for ``--queries`` questions (each embedded by the local model, as in chat):
+``chat.retrieval.retrieve`` for ``--queries`` questions (each embedded by the local model, as in chat):
 the knowledge base alone (a conversation without files), the knowledge base and the files fused by
 RRF (the default once a file is attached), and the files alone (``sources: files``). Runs against the
 configured database (migrated); the tenant, its conversation and the store are deleted afterwards.
@@ -31,7 +31,7 @@ def main() -> None:
 
     from chat.files.services import _store_create, session_files_drop
     from chat.models import ChatSession
-    from chat.pipeline import FileScope, retrieve
+    from chat.retrieval import FileScope, RetrievalOptions, retrieve
     from knowledge import rag
     from knowledge.models import Chunk
 
@@ -44,12 +44,12 @@ def main() -> None:
         async_to_sync(service.ingest)([rag.RAGDocument("file-00000000000000aa", "\n\n".join(texts), metadata={"file_id": "file-00000000000000aa"})])
         questions = [" ".join(p.split()[:12]) for p in passages(args.queries, words_per=40, seed=5)]
 
-        def timed(scope: FileScope | None) -> tuple[dict[str, float] | None, float]:
+        def timed(scope: FileScope) -> tuple[dict[str, float] | None, float]:
             times, found = [], 0
-            async_to_sync(retrieve)(tenant=tenant, prompt=questions[0], files=scope)  # warm the embedder and caches
+            async_to_sync(retrieve)(tenant=tenant, prompt=questions[0], options=RetrievalOptions(files=scope))  # warm the embedder and caches
             for question in questions:
                 started = time.perf_counter()
-                hits, _ = async_to_sync(retrieve)(tenant=tenant, prompt=question, files=scope)
+                hits, _ = async_to_sync(retrieve)(tenant=tenant, prompt=question, options=RetrievalOptions(files=scope))
                 times.append(1000 * (time.perf_counter() - started))
                 found += sum(1 for h in hits if h.chunk.document_id.startswith("file-"))
             return summary(times), round(found / len(questions), 2)

@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/tune_offline.py ../shared/data/musique --tenant musique [--grid]
 
-Retrieves each question's passages once, the way ``chat.pipeline.retrieve`` does (default
+Retrieves each question's passages once, the way ``chat.retrieval.retrieve`` does (default
 settings), then replays only the offline model over them with each setting: the gold answer
 contained, citation precision/recall against the qrels, cannot-answer share, mean length and
 the model's p50/p95 time after retrieval. As in the chat pipeline, the hits' similarities to
-the question (``selection.passage_similarities``) stand for their sentences', so nothing is
+the question (``chat.retrieval.similarities``, handed to the offline model as data) stand for their sentences', so nothing is
 embedded when retrieval was semantic or hybrid; the vectors path (the agent's) is what runs
 when no hit carries a similarity. The
 tenant must hold the corpus (``manage.py evaluate DIR --tenant SLUG`` ingests it). The
@@ -32,11 +32,11 @@ from asgiref.sync import async_to_sync  # noqa: E402
 
 from accounts.models import Tenant  # noqa: E402
 from chat.management.commands.evaluate_answers import _jsonl, _qrels, contains_answer, percentile  # noqa: E402
-from chat.pipeline import retrieve  # noqa: E402
+from chat.retrieval import retrieve, similarities  # noqa: E402
 from chat.prompting import CitationMarkers, build_messages  # noqa: E402
 from chat.llm import offline  # noqa: E402
 from chat.llm.offline import extractive_answer_async  # noqa: E402
-from chat.llm.selection import Tuning, passage_similarities  # noqa: E402
+from chat.llm.selection import Tuning  # noqa: E402
 
 
 def run(cases: list[tuple[dict, list, set[str]]], tuning: Tuning) -> dict[str, float]:
@@ -44,13 +44,8 @@ def run(cases: list[tuple[dict, list, set[str]]], tuning: Tuning) -> dict[str, f
     for query, hits, relevant in cases:
         messages = build_messages(template="default", hits=hits, memory=[], prompt=query["text"])
         # As chat.pipeline.answer_stream does: the hits' similarities stand for their sentences'.
-        similarities = {n: h.semantic_similarity for n, h in enumerate(hits, start=1) if h.semantic_similarity is not None}
         started = time.perf_counter()
-        if similarities:
-            with passage_similarities(similarities):
-                text = async_to_sync(extractive_answer_async)(messages, tuning=tuning)
-        else:
-            text = async_to_sync(extractive_answer_async)(messages, tuning=tuning)
+        text = async_to_sync(extractive_answer_async)(messages, similarity=similarities(hits) or None, tuning=tuning)
         times.append(1000 * (time.perf_counter() - started))
         markers = CitationMarkers(len(hits))
         text = markers.feed(text) + markers.flush()

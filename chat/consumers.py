@@ -61,7 +61,7 @@ from django.db import DatabaseError
 
 from accounts.access import TenantContext, tenant_context_for_user
 from chat.agent import agent_stream
-from chat.api.chat import RETRIEVAL_OPTIONS, ChatRetrievalOptionsSerializer, unknown_file_error
+from chat.api.requests import InvalidRequest, WsRequest, first_error, unknown_file_error, ws_request
 from chat.agent.events import AgentEvent
 from chat.events import ERRORS, ChatEvent
 from chat.models import ChatSession, SessionKind, TurnRole
@@ -119,49 +119,18 @@ _find_turn = database_sync_to_async(chat_turn_find)
 _select_turn = database_sync_to_async(chat_turn_select)
 
 
-def _checked_prompt(prompt: Any) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise Refused("invalid", "Type a question first.")
-    if len(prompt) > limits.MAX_QUERY_CHARS:
-        raise Refused("invalid", f"The question is too long: at most {limits.MAX_QUERY_CHARS:,} characters.")
-    if limits.CONTROL_RE.search(prompt) or limits.UNSTORABLE_RE.search(prompt):
-        raise Refused("invalid", "The question holds characters that are not text (NUL or other control characters).")
-    return prompt
-
-
-def _first_error(errors: Any) -> str:
-    """One sentence from a serializer's errors: ``field: message``."""
-    if isinstance(errors, dict) and errors:
-        field, messages = next(iter(errors.items()))
-        message = messages[0] if isinstance(messages, list) and messages else messages
-        return f"{field}: {message}" if field != "non_field_errors" else str(message)
-    return str(errors)
-
-
-def _retrieval_options(message: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The retrieval options a message gives, checked as the HTTP API checks them (``Refused`` otherwise).
-
-    Absent options are absent from the result (the pipeline's defaults apply). An agent run takes
-    ``graph_search`` only: it chooses its own searches.
-    """
-    given = {key: message[key] for key in RETRIEVAL_OPTIONS if key in message}
-    if kind == SessionKind.AGENT:
-        extra = sorted(set(given) - {"graph_search"})
-        if extra:
-            raise Refused("invalid", f"{extra[0]}: an agent run takes graph_search only; it chooses its own searches.")
-    options = ChatRetrievalOptionsSerializer(data=given)
-    if not options.is_valid():
-        raise Refused("invalid", _first_error(options.errors))
-    checked = {key: value for key, value in options.validated_data.items() if key in given}
-    if kind == SessionKind.AGENT and checked.get("graph_search") is None:
-        checked.pop("graph_search", None)  # null: the agent's default (no graph search)
-    return checked
+def _request(message: dict[str, Any], *, kind: str, prompt: bool) -> WsRequest:
+    """The message's prompt and retrieval options, checked as the HTTP API checks them (``chat.api.requests``)."""
+    try:
+        return ws_request(message, kind=kind, prompt=prompt)
+    except InvalidRequest as invalid:
+        raise Refused("invalid", invalid.detail) from None
 
 
 @database_sync_to_async
-def _check_file(session: ChatSession, options: dict[str, Any]) -> None:
-    if (error := unknown_file_error(session, options.get("identifier"))) is not None:
-        raise Refused("invalid", _first_error(error))
+def _check_file(session: ChatSession, request: WsRequest) -> None:
+    if (error := unknown_file_error(session, request.identifier)) is not None:
+        raise Refused("invalid", first_error(error))
 
 
 class Refused(Exception):
@@ -235,21 +204,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _ask(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
-        prompt = _checked_prompt(message.get("prompt"))
         mode = message.get("mode", SessionKind.CHAT)
         if mode not in SessionKind.values:
             raise Refused("invalid", 'mode must be "chat" or "agent".')
-        options = _retrieval_options(message, mode)
+        request = _request(message, kind=mode, prompt=True)
         session_id = message.get("session_id")
         ctx = await self._tenant(message.get("tenant"))
         created = session_id is None
         session = await _create_session(ctx, mode) if created else await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=session_id, kind=mode)
         if session is None:
             raise Refused("not_found")
-        await _check_file(session, options)
+        await _check_file(session, request)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        self.answering = asyncio.create_task(self._forward(STREAMS[mode](session=session, prompt=prompt, **options), request_id))
+        events = STREAMS[mode](session=session, prompt=request.prompt, **request.stream_options)
+        self.answering = asyncio.create_task(self._forward(events, request_id))
 
     async def _chat_turn(self, message: dict[str, Any], role: TurnRole | None) -> tuple[ChatSession, Any]:
         """The caller's chat session and its turn named by the message (of ``role``), or ``not_found``."""
@@ -266,32 +235,32 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _regenerate(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
-        options = _retrieval_options(message, SessionKind.CHAT)
+        request = _request(message, kind=SessionKind.CHAT, prompt=False)
         session, answer_turn = await self._chat_turn(message, TurnRole.ASSISTANT)
         question = await _find_turn(session=session, turn_id=answer_turn.parent_id, role=TurnRole.USER)
         if question is None:  # pragma: no cover - every stored answer follows its question
             raise Refused("not_found")
-        await self._answer(session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk), options, request_id)
+        await self._answer(session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk), request, request_id)
 
     async def _edit(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
-        prompt = _checked_prompt(message.get("prompt"))
-        options = _retrieval_options(message, SessionKind.CHAT)
+        request = _request(message, kind=SessionKind.CHAT, prompt=True)
         session, question = await self._chat_turn(message, TurnRole.USER)
-        await self._answer(session, prompt, Branch(parent_id=question.parent_id), options, request_id)
+        assert request.prompt is not None
+        await self._answer(session, request.prompt, Branch(parent_id=question.parent_id), request, request_id)
 
     async def _select(self, message: dict[str, Any], request_id: str | None) -> None:
         session, turn = await self._chat_turn(message, None)
         await _select_turn(session=session, turn=turn)
         await self._send("history", await _transcript(session=session), request_id)
 
-    async def _answer(self, session: ChatSession, prompt: str, branch: Branch, options: dict[str, Any], request_id: str | None) -> None:
-        await _check_file(session, options)
+    async def _answer(self, session: ChatSession, prompt: str, branch: Branch, request: WsRequest, request_id: str | None) -> None:
+        await _check_file(session, request)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": False}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        self.answering = asyncio.create_task(self._forward(answer_stream(session=session, prompt=prompt, branch=branch, **options),
-                                                           request_id))
+        events = answer_stream(session=session, prompt=prompt, branch=branch, **request.stream_options)
+        self.answering = asyncio.create_task(self._forward(events, request_id))
 
     async def _cancel(self, message: dict[str, Any], request_id: str | None) -> None:
         """Stop the answer in flight; an answer that already finished is left as it is (no reply)."""

@@ -13,7 +13,7 @@ The agent's events (``chat.agent.events``) reuse these shapes and sentences; its
 comes after the text, since an agent finds its passages while it answers.
 
 Each payload is one ``TypedDict``; the API's serializers are derived from them
-(``config.typed_serializers``), so the ``Help`` texts here are the OpenAPI descriptions.
+(``common.typed_serializers``), so the ``Help`` texts here are the OpenAPI descriptions.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-from config.middleware import DATABASE_UNAVAILABLE
-from config.typed_serializers import Help
+from common.db import DATABASE_UNAVAILABLE
+from common.typed_serializers import Help
 
 # Every error code chat sends (streams, JSON 503s, the web chat socket's refusals) with its sentence for people.
 # A provider's own error text never reaches a caller: failures are normalized to one of these.

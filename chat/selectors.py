@@ -18,7 +18,7 @@ from django.db.models.functions import Cast, Coalesce, Concat, Greatest, Lower, 
 from accounts.models import Tenant
 from chat.models import AgentRun, ChatSession, Feedback, SessionKind, Turn, TurnRole
 from chat.prompting import MemoryTurn
-from config.typed_serializers import Help
+from common.typed_serializers import Help
 
 
 def chat_sessions_of(*, tenant: Tenant, principal: str, kind: SessionKind | str = SessionKind.CHAT) -> "QuerySet[ChatSession]":  # noqa: F821

@@ -24,9 +24,10 @@ from typing import Any
 
 from django.db import DatabaseError
 
-from config.db import database_error_kind
-from config.middleware import API_PREFIX, DATABASE_ERRORS
-from config.uploads import request_too_large_message
+from common.db import database_error_kind
+from common.db import DATABASE_ERRORS
+from config.middleware import API_PREFIX
+from common.uploads import request_too_large_message
 
 logger = logging.getLogger(__name__)
 

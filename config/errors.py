@@ -19,9 +19,9 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from config.db import database_error_kind
-from config.middleware import DATABASE_ERRORS, RETRY_AFTER
-from config.uploads import UploadTooLarge
+from common.db import database_error_kind
+from common.db import DATABASE_ERRORS, RETRY_AFTER
+from common.uploads import UploadTooLarge
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import Resolver404, get_resolver, get_urlconf, is_valid_path
 from django.utils.deprecation import MiddlewareMixin
 
-from config.db import database_error_kind
+from common.db import DATABASE_ERRORS, RETRY_AFTER, database_error_kind
 
 logger = logging.getLogger(__name__)
 
@@ -38,15 +38,6 @@ API_PREFIX = "/v1/"
 REQUEST_ID_HEADER = "X-Request-ID"
 _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{8,64}")
 
-# The sentences of "database_unavailable" and "overloaded", HTTP or WebSocket (chat.events uses them too).
-DATABASE_UNAVAILABLE = "The database is not reachable. Try again shortly."
-OVERLOADED = "The server is busy: every database connection is in use. Try again shortly."
-DATABASE_ERRORS: dict[str, tuple[str, str]] = {
-    "unavailable": ("database_unavailable", DATABASE_UNAVAILABLE),
-    "overloaded": ("overloaded", OVERLOADED),
-}
-# Seconds a client should wait: a restart takes a few; a busy pool frees up within its timeout.
-RETRY_AFTER = {"unavailable": "5", "overloaded": "2"}
 
 
 def error_body(code: str, detail: str, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
 from rest_framework import serializers
 
-from config.serializers import ClosedSerializer
+from common.serializers import ClosedSerializer
 
 ERROR_STATUSES: dict[str, str] = {
     "400": "Invalid input: `fields` names each field at fault (`{field: [messages]}`).",

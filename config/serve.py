@@ -39,6 +39,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from common.banner import banner
 from config.development import BASE_DIR, load_development_env
 from config.supervisor import Group, RestartBudget, Watchdog, end_groups, group_commands, process_command
 
@@ -55,21 +56,6 @@ def _commands(port: int, host: str) -> dict[str, list[str]]:
         ],
         "worker": [python, "manage.py", "qcluster"],
     }
-
-
-def banner(saved: dict[str, str], base: str) -> str:
-    """What ``make run`` prints once the server answers: where to go and how to sign in."""
-    token = saved.get("token", "")
-    return "\n".join([
-        "",
-        "Quarry is running (Ctrl-C stops the web server and the worker; `make stop` stops the database):",
-        f"  web chat   {base}/",
-        f"  admin      {base}/admin/   login {saved.get('username', '')} / {saved.get('password', '')}",
-        f"  API docs   {base}/v1/docs   (and {base}/v1/redoc)",
-        f"  API token  {token}   (tenant {saved.get('tenant', '')}, role admin)",
-        f"  try        curl -H 'Authorization: Bearer {token}' {base}/v1/me",
-        "",
-    ])
 
 
 def _answers(url: str) -> bool:

@@ -170,7 +170,7 @@ DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", env_int("QUARRY_DB
 # server restart are replaced instead of failing the request that gets them.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if QUARRY_DB_POOL_SIZE:
-    from config.db import install_fork_safety, pool_options
+    from common.db import install_fork_safety, pool_options
 
     DATABASES["default"]["OPTIONS"]["pool"] = pool_options(
         min_size=QUARRY_DB_POOL_MIN_SIZE, max_size=QUARRY_DB_POOL_SIZE, timeout=QUARRY_DB_POOL_TIMEOUT,
@@ -355,7 +355,7 @@ QUARRY_MODEL_CONFIG_PATH = Path(env_str("QUARRY_MODEL_CONFIG_PATH") or BASE_DIR 
 QUARRY_CHAT_RETRIEVAL_TOP_K = env_int("QUARRY_CHAT_RETRIEVAL_TOP_K", 5, minimum=1, maximum=50)
 # Passages a second, bounded retrieval hop adds (0: none): a multi-hop question's next fact is
 # about the entity its first passage names ("... took place in Thessaloniki"), which the question
-# itself does not (chat.pipeline.retrieve, chat.llm.selection.bridge_query; README "Chat").
+# itself does not (chat.retrieval.retrieve, chat.llm.selection.bridge_query; README "Chat").
 QUARRY_CHAT_RETRIEVAL_HOP_K = env_int("QUARRY_CHAT_RETRIEVAL_HOP_K", 3, minimum=0, maximum=20)
 # Graph search per request unless the request says otherwise: hybrid search plus the knowledge
 # graph's leg (entities the question and the top passages name, one or two hops further).
@@ -437,7 +437,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("QUARRY_LOGIN_LOCKOUT_MINUTES", 15
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]  # each on its own: per address, and per user
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
-AXES_CLIENT_IP_CALLABLE = "config.throttling.client_ip"
+AXES_CLIENT_IP_CALLABLE = "common.throttling.client_ip"
 AXES_VERBOSE = False
 # The client's address: the TCP peer, or (behind this many trusted reverse proxies that append
 # to X-Forwarded-For) the address the outermost of them saw. Never a header the client sets itself.
@@ -456,8 +456,8 @@ QUARRY_THROTTLE_RATES: dict[str, str | None] = {
 # Where the throttles count, shared by every app process so a limit holds across them: Redis with
 # REDIS_URL, else PostgreSQL's quarry_throttle table (accounts.ThrottleCount). Both increment atomically.
 QUARRY_THROTTLE_STORE: dict[str, str] = (
-    {"BACKEND": "config.throttling.RedisCounters", "LOCATION": REDIS_URL} if REDIS_URL
-    else {"BACKEND": "config.throttling.PostgresCounters", "LOCATION": "quarry_throttle"}
+    {"BACKEND": "common.throttling.RedisCounters", "LOCATION": REDIS_URL} if REDIS_URL
+    else {"BACKEND": "common.throttling.PostgresCounters", "LOCATION": "quarry_throttle"}
 )
 
 REST_FRAMEWORK = {
@@ -468,12 +468,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsTenantReader"],
     # Views opt in with ``throttle_scope`` (a name of QUARRY_THROTTLE_RATES, or one per method).
-    "DEFAULT_THROTTLE_CLASSES": ["config.throttling.ScopedTokenThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["common.throttling.ScopedTokenThrottle"],
     "DEFAULT_THROTTLE_RATES": QUARRY_THROTTLE_RATES,
     "NUM_PROXIES": QUARRY_TRUSTED_PROXIES,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # JSON bodies only (what the schema documents); the upload endpoint takes multipart itself.
-    "DEFAULT_PARSER_CLASSES": ["config.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["common.parsers.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "config.schema.AutoSchema",
     "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -505,7 +505,7 @@ SPECTACULAR_SETTINGS = {
 # Request bodies: QUARRY_MAX_REQUEST_BYTES (above) is enforced while the body arrives (config.asgi)
 # and again by the first upload handler; no uploaded file may pass QUARRY_UPLOAD_MAX_BYTES.
 FILE_UPLOAD_HANDLERS = [
-    "config.uploads.LimitedUploadHandler",
+    "common.uploads.LimitedUploadHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]

@@ -24,9 +24,9 @@ from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_safe
 
-from config.db import database_error_kind
+from common.db import database_error_kind
 from config.middleware import API_PREFIX, database_error_response, error_body, internal_error_response, request_id_of
-from config.uploads import UploadTooLarge
+from common.uploads import UploadTooLarge
 
 logger = logging.getLogger(__name__)
 

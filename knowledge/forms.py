@@ -12,7 +12,7 @@ from django import forms
 from django.conf import settings
 
 from accounts.models import Tenant
-from config.parsers import BoundedJSONFormField
+from common.parsers import BoundedJSONFormField
 from knowledge import rag
 from knowledge.extraction import SUPPORTED
 from knowledge.models import Document

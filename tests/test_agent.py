@@ -450,7 +450,7 @@ def test_outsider_gets_404_for_our_sessions_and_runs(model_world: World, fake: F
 BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"prompt": "hi"}, "session_id", "required"),
     ({"session_id": "session-x"}, "prompt", "required"),
-    ({"session_id": "session-x", "prompt": "  "}, "prompt", "may not be blank"),
+    ({"session_id": "session-x", "prompt": "  "}, "prompt", "Type a question first"),
     ({"session_id": "session-x", "prompt": "hi", "max_steps": 0}, "max_steps", "greater than or equal to 1"),
     ({"session_id": "session-x", "prompt": "hi", "max_steps": 9}, "max_steps", "less than or equal to 8"),
     ({"session_id": "session-x", "prompt": "hi", "max_steps": "many"}, "max_steps", "valid integer"),

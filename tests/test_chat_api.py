@@ -263,15 +263,15 @@ def test_browser_session_needs_a_csrf_token(model_world: World) -> None:
 BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"prompt": "hi"}, "session_id", "required"),
     ({"session_id": "session-x"}, "prompt", "required"),
-    ({"session_id": "session-x", "prompt": "   "}, "prompt", "may not be blank"),
-    ({"session_id": "session-x", "prompt": "x" * 16_385}, "prompt", "no more than 16384 characters"),
+    ({"session_id": "session-x", "prompt": "   "}, "prompt", "Type a question first"),
+    ({"session_id": "session-x", "prompt": "x" * 16_385}, "prompt", "too long: at most 16,384 characters"),
     ({"session_id": "session-x", "prompt": "a\x00b"}, "prompt", "must not contain NUL characters"),  # refused by the JSON parser
     ({"session_id": "session-x", "prompt": "hi", "stream": "maybe"}, "stream", "valid boolean"),
     ({"session_id": "session-x", "prompt": "hi", "model": "gpt-4o"}, "model", "server chooses the model"),
     ({"session_id": "session-x", "prompt": "hi", "api_base": "http://evil"}, "api_base", "server chooses"),
     ({"session_id": "session-x", "prompt": "hi", "temperature": 2}, "temperature", "server chooses"),
     ({"session_id": "session-x", "prompt": "hi", "colour": "blue"}, "colour", "Not accepted"),
-    ({"session_id": "session-x", "prompt": "ring \x07 bell"}, "prompt", "control characters"),
+    ({"session_id": "session-x", "prompt": "ring \x07 bell"}, "prompt", "control characters (found U+0007)"),
     ({"session_id": "not-a-session", "prompt": "hi"}, "session_id", "Not a session id"),
     ({"session_id": 5, "prompt": "hi"}, "session_id", "Not a valid string"),
     ({"session_id": "session-x", "prompt": "hi", "tenant": ""}, "tenant", "Must not be empty"),
@@ -280,6 +280,25 @@ BAD_INPUT: list[tuple[dict[str, Any], str, str]] = [
     ({"session_id": "session-x", "prompt": "hi", "fusion": "score", "fusion_weight": 500}, "fusion_weight", "less than or equal to 100"),
     ({"session_id": "session-x", "prompt": "hi", "fusion": "rrf", "fusion_weight": 2}, "fusion_weight", "applies to score fusion"),
 ]
+
+
+@pytest.mark.parametrize(("message", "field"), [
+    ({"prompt": "   "}, "prompt"), ({"prompt": "x" * 16_385}, "prompt"), ({"prompt": "ring \x07 bell"}, "prompt"),
+    ({"prompt": "lone \ud800 surrogate"}, "prompt"), ({"prompt": 5}, "prompt"),
+    ({"prompt": "hi", "fusion": "borda"}, "fusion"), ({"prompt": "hi", "fusion": "rrf", "fusion_weight": 2}, "fusion_weight"),
+])
+def test_the_websocket_refuses_a_question_with_the_sentence_of_the_http_api(message: dict[str, Any], field: str) -> None:
+    """One check for both transports (chat.api.requests): the WebSocket's error detail is the sentence a 400
+    lists under the field (the prompt's as it is, an option's after its name)."""
+    from chat.api.chat import ChatCompletionInputSerializer
+    from chat.api.requests import InvalidRequest, ws_request
+
+    http = ChatCompletionInputSerializer(data={"session_id": "session-x", **message})
+    assert not http.is_valid()
+    sentence = str(http.errors[field][0])
+    with pytest.raises(InvalidRequest) as refused:
+        ws_request({"type": "ask", **message}, kind="chat", prompt=True)
+    assert refused.value.detail == (sentence if field == "prompt" else f"{field}: {sentence}")
 
 
 def test_bad_input_is_a_400_naming_the_field(world: World) -> None:

@@ -291,7 +291,6 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     the answer is seen."""
     from contextlib import aclosing
 
-    from chat.llm.selection import current_similarities
     from chat.pipeline import answer_stream
     from chat.services import chat_session_create
 
@@ -310,12 +309,21 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     assert "Editors upload files in the admin." in text
     embedded = [t for call in embedder.calls for t in call]
     assert embedded == [UPLOAD_QUESTION]  # retrieval's query alone: no passage sentence (titled "Uploading. Editors...")
-    assert current_similarities() is None  # the pipeline's context ends with its model call
+    # The similarities travelled with that one call (litellm's call metadata), not in the process: the same
+    # model asked directly about the same passages, without them, embeds its best sentences itself.
+    from chat.llm.offline import extractive_answer_async
+    from chat.prompting import build_messages
+    from chat.retrieval import retrieve
+
+    hits, _ = async_to_sync(retrieve)(tenant=world.acme, prompt=UPLOAD_QUESTION)
+    embedder.calls.clear()
+    async_to_sync(extractive_answer_async)(build_messages(template="default", hits=hits, memory=[], prompt=UPLOAD_QUESTION))
+    assert any(t != UPLOAD_QUESTION for call in embedder.calls for t in call)
 
 
 def test_chat_retrieval_takes_one_bounded_hop_to_what_its_best_passage_names(world: World, settings: Any) -> None:
     """The second fact of a multi-hop question is about an entity only the first passage names."""
-    from chat.pipeline import retrieve
+    from chat.retrieval import retrieve
 
     async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)([
         rag.RAGDocument("olympiad", "The 26th Chess Olympiad took place in Thessaloniki, Greece, in 1984.", title="26th Chess Olympiad"),

@@ -239,11 +239,11 @@ def test_openapi_documents_the_fusion_fields(db: None) -> None:
 
 
 def test_chat_retrieval_passes_the_fusion_on(indexed: World, settings: object) -> None:
-    from chat.pipeline import retrieve
+    from chat.retrieval import RetrievalOptions, retrieve
 
     settings.QUARRY_EMBEDDER = {"CLASS": "tests.test_fusion.TableEmbedder"}  # type: ignore[attr-defined]
-    by_rrf, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, fusion="rrf")
-    by_score, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, fusion="score", fusion_weight=1.5)
+    by_rrf, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, options=RetrievalOptions(fusion="rrf"))
+    by_score, _ = async_to_sync(retrieve)(tenant=indexed.acme, prompt=QUERY, options=RetrievalOptions(fusion="score", fusion_weight=1.5))
     assert by_rrf[0].chunk.document_id == "strong" and by_score[0].chunk.document_id == "weak"
 
 

@@ -20,7 +20,7 @@ from psycopg_pool import PoolTimeout
 from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
-from config.db import connect_state, database_error_kind
+from common.db import connect_state, database_error_kind
 from knowledge import rag
 from knowledge.models import Document
 from tests.conftest import STOCK_AVAILABLE, STOCK_DATABASE_URL, World
@@ -346,7 +346,7 @@ def test_expensive_endpoints_are_throttled_per_token(indexed: World, settings) -
 
 def test_an_unreachable_redis_throttle_store_lets_requests_through(indexed: World, settings) -> None:  # type: ignore[no-untyped-def]
     # Nothing listens on port 9: the throttle store is unreachable, as a Redis restart would leave it.
-    settings.QUARRY_THROTTLE_STORE = {"BACKEND": "config.throttling.RedisCounters", "LOCATION": "redis://127.0.0.1:9/0"}
+    settings.QUARRY_THROTTLE_STORE = {"BACKEND": "common.throttling.RedisCounters", "LOCATION": "redis://127.0.0.1:9/0"}
     settings.QUARRY_THROTTLE_RATES = {**settings.QUARRY_THROTTLE_RATES, "search": "1/min"}
     client = indexed.client(indexed.teammate)
     for _ in range(2):

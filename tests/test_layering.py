@@ -5,7 +5,8 @@ consumers, tasks, admin, commands). ``knowledge.rag`` is the typed RAG API betwe
 models and the selectors. ``chat`` imports ``knowledge.rag`` (and ``knowledge.models``
 for reads it must do), and writes only through ``knowledge.services.stores``;
 ``knowledge`` and ``accounts`` never import ``chat``; only the wiring in ``config`` (URLs,
-routing, ASGI) imports the apps. ``common`` holds helpers any app may import; it imports none.
+routing, ASGI) imports the apps, and no app imports ``config``. ``common`` holds the helpers
+every app may import (serializers, throttling, database steps, schedules); it imports no app.
 
 ``ALLOWED`` is the whole list of permitted edges between components; an import that is
 not in it (at module level or inside a function) fails the test, and so does a module
@@ -65,6 +66,7 @@ COMPONENTS: dict[str, str] = {
     "chat.files.selectors": "chat.files.selectors",
     "chat.files.services": "chat.files.services",
     "chat.files": "chat.files.selectors",
+    "chat.retrieval": "chat.retrieval",  # the one retrieval for the pipeline, the agent's tools and MCP
     "chat.pipeline": "chat.pipeline",  # the one answer generator
     "chat.agent": "chat.agent",
     "chat.mcp": "chat.mcp",  # the MCP server: adapters over the agent's tools, and its HTTP transport
@@ -91,7 +93,7 @@ COMPONENTS: dict[str, str] = {
     "config.urls": "config.wiring",
     "config.routing": "config.wiring",
     "config.asgi": "config.wiring",
-    "config": "config.framework",  # settings, env, errors, middleware, embedded database, serve
+    "config": "config.framework",  # settings, env, errors, middleware, embedded database, serve: imported by no app
     "common": "common",  # helpers every app shares; they import no app
 }
 
@@ -104,44 +106,47 @@ ALLOWED: dict[str, set[str]] = {
     "accounts.services": {"accounts.models"},
     "accounts.access": _ACCOUNTS_READS,
     "accounts.web": _ACCOUNTS_READS | {"accounts.access"},
-    "accounts.interfaces": _ACCOUNTS_READS | {"accounts.services", "accounts.access", "accounts.web", "config.framework"},
+    "accounts.interfaces": _ACCOUNTS_READS | {"accounts.services", "accounts.access", "accounts.web", "common"},
     "knowledge.models": set(),
     # The PostgreSQL backend writes and reads the graph in its own transactions; everything
     # above reaches the graph through knowledge.rag (chat included).
     "knowledge.graph": {"knowledge.models"},
-    "knowledge.rag": {"knowledge.models", "accounts.models", "knowledge.graph"},
+    "knowledge.rag": {"knowledge.models", "accounts.models", "knowledge.graph", "common"},
     "knowledge.extraction": {"knowledge.rag"},
     "knowledge.highlight": set(),
     "knowledge.selectors": _RAG,
     "knowledge.services": _RAG | {"knowledge.selectors", "knowledge.extraction", "knowledge.graph", "common"},
     # Private stores (a conversation's files) over the editors' write door.
     "knowledge.stores": _RAG | {"knowledge.services"},
-    "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction", "config.framework"},
+    "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction", "common"},
     "knowledge.interfaces": _RAG | {
         "knowledge.selectors", "knowledge.services", "knowledge.extraction", "knowledge.forms", "knowledge.highlight",
-        "accounts.selectors", "accounts.services", "accounts.access", "accounts.web", "config.framework",
+        "accounts.selectors", "accounts.services", "accounts.access", "accounts.web", "common",
     },
     "chat.models": set(),
-    "chat.events": {"config.framework"},
+    "chat.events": {"common"},
     "chat.prompting": {"knowledge.rag"},
     # The offline model shares extraction's furniture detector and embeds with the local embedder.
     "chat.llm": {"chat.events", "knowledge.rag"},
-    "chat.selectors": {"chat.models", "chat.prompting", "accounts.models", "config.framework"},
-    "chat.files.selectors": _RAG | {"chat.models", "config.framework"},
+    "chat.selectors": {"chat.models", "chat.prompting", "accounts.models", "common"},
+    "chat.files.selectors": _RAG | {"chat.models", "common"},
     # The one edge from chat to knowledge's services: attached files take the editors' pipeline
     # (store, queue, extract, chunk, embed) into a private store, through the stores door only.
     "chat.files.services": _RAG | {"chat.models", "chat.files.selectors", "knowledge.stores", "common"},
     "chat.services": {"chat.models", "accounts.models", "chat.files.services"},
-    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework",
-                             "chat.files.selectors"},
-    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "config.framework"},
+    # The diagnostics' sentences, and the offline model's bridge query for the second hop.
+    "chat.retrieval": _RAG | {"chat.events", "chat.llm"},
+    "chat.pipeline": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "common",
+                             "chat.files.selectors", "chat.retrieval"},
+    "chat.agent": _RAG | {"chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "common",
+                          "chat.retrieval"},
     # An interface like the API: the agent's tools, the tenant resolution, and (HTTP) the token lookup
     # and its last-used stamp, as the REST API's authenticator does them.
-    "chat.mcp": _RAG | {"chat.agent", "chat.events", "accounts.selectors", "accounts.services", "accounts.access", "config.framework"},
+    "chat.mcp": _RAG | {"chat.agent", "chat.events", "accounts.selectors", "accounts.services", "accounts.access", "common"},
     "chat.interfaces": _RAG | {
         "chat.models", "chat.events", "chat.prompting", "chat.llm", "chat.selectors", "chat.services", "chat.pipeline",
-        "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "config.framework",
-        "chat.files.selectors", "chat.files.services",
+        "chat.agent", "chat.mcp", "accounts.selectors", "accounts.access", "accounts.web", "common",
+        "chat.files.selectors", "chat.files.services", "chat.retrieval",
     },
     "knowledge.sources.models": set(),
     "knowledge.sources.crypto": set(),
@@ -152,8 +157,8 @@ ALLOWED: dict[str, set[str]] = {
     "knowledge.sources.services": {"knowledge.sources.models", "knowledge.sources.selectors", "knowledge.sources.crypto", "knowledge.sources.connectors", "accounts.models",
                          "knowledge.models", "knowledge.services", "knowledge.extraction", "common"},
     "sources.interfaces": {"knowledge.sources.models", "knowledge.sources.selectors", "knowledge.sources.services", "knowledge.sources.connectors", "accounts.models",
-                           "accounts.selectors", "accounts.access", "accounts.web", "config.framework"},
-    "config.framework": set(),
+                           "accounts.selectors", "accounts.access", "accounts.web", "common"},
+    "config.framework": {"common"},
     "common": set(),
     # accounts.web: the Redoc page (config.urls) carries that app's page policy, widened for Redoc.
     "config.wiring": {"config.framework", "accounts.interfaces", "accounts.web", "knowledge.interfaces", "chat.interfaces", "chat.mcp",

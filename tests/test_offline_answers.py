@@ -167,7 +167,6 @@ def test_a_sentence_drowned_in_a_long_unrelated_passage_is_still_quoted() -> Non
     from asgiref.sync import async_to_sync
 
     from chat.llm.offline import extractive_answer_async
-    from chat.llm.selection import passage_similarities
     from chat.prompting import build_messages
     from knowledge import rag
 
@@ -180,8 +179,8 @@ def test_a_sentence_drowned_in_a_long_unrelated_passage_is_still_quoted() -> Non
 
     def ask(question: str) -> str:
         messages = build_messages(template="default", hits=hits, memory=[], prompt=question)
-        with passage_similarities({1: 0.2, 2: 0.1}):  # both under the passage floor (0.35)
-            return async_to_sync(extractive_answer_async)(messages)
+        # Both under the passage floor (0.35).
+        return async_to_sync(extractive_answer_async)(messages, similarity={1: 0.2, 2: 0.1})
 
     answer = ask("Why was the night ferry to Gull Island cancelled?")
     assert "engine failed a safety inspection" in answer and "[1]" in answer and "Ledger entry" not in answer
@@ -191,13 +190,15 @@ def test_a_sentence_drowned_in_a_long_unrelated_passage_is_still_quoted() -> Non
     assert answer_from(question, [Passage(1, f"{ledger}\n{memo}", "")], similarity={1: 0.2}).startswith(CANNOT_ANSWER)
 
 
-def test_the_pipelines_similarities_reach_the_offline_model_through_the_context_only() -> None:
-    from chat.llm.selection import current_similarities, passage_similarities
+def test_the_pipelines_similarities_reach_the_offline_model_as_data_of_the_call_only() -> None:
+    """``stream_chat(similarities=...)`` puts them in litellm's call metadata, which litellm hands the provider
+    as ``litellm_params``; a call without them carries none (no state of the process or the context)."""
+    from chat.llm.catalog import SIMILARITIES
+    from chat.llm.offline import similarities_of
 
-    assert current_similarities() is None
-    with passage_similarities({1: 0.5}):
-        assert current_similarities() == {1: 0.5}
-    assert current_similarities() is None
+    assert similarities_of({"litellm_params": {"metadata": {SIMILARITIES: {"1": 0.5}}}}) == {1: 0.5}
+    assert similarities_of({"litellm_params": {"metadata": {"model_group": "chat"}}}) is None
+    assert similarities_of({}) is None
 
 
 @pytest.mark.parametrize(("question", "kind"), [

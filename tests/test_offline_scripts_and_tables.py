@@ -16,7 +16,7 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 
 from chat.llm.offline import CANNOT_ANSWER, Passage, _sync_vectors, answer_from
-from chat.llm.selection import term_list, units_of
+from chat.llm.units import term_list, units_of
 from knowledge import rag
 from knowledge.extraction import extract
 from tests.conftest import World

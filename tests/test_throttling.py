@@ -1,4 +1,4 @@
-"""The throttles' shared counters (``config.throttling``): atomic under concurrency, one window per key,
+"""The throttles' shared counters (``common.throttling``): atomic under concurrency, one window per key,
 in PostgreSQL and in Redis. The 429 answers themselves are tested through the API (test_hardening,
 test_limits_live, test_mcp)."""
 
@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from config.throttling import counters
+from common.throttling import counters
 from tests.servers import redis_available
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 STORES = {
-    "postgresql": {"BACKEND": "config.throttling.PostgresCounters", "LOCATION": "quarry_throttle"},
-    "redis": {"BACKEND": "config.throttling.RedisCounters", "LOCATION": REDIS_URL},
+    "postgresql": {"BACKEND": "common.throttling.PostgresCounters", "LOCATION": "quarry_throttle"},
+    "redis": {"BACKEND": "common.throttling.RedisCounters", "LOCATION": REDIS_URL},
 }
 
 

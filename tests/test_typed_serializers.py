@@ -1,4 +1,4 @@
-"""config.typed_serializers: DRF serializers derived from TypedDicts (the fields, their options, the schema)."""
+"""common.typed_serializers: DRF serializers derived from TypedDicts (the fields, their options, the schema)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.typed_serializers import Help, typed_serializer
+from common.typed_serializers import Help, typed_serializer
 
 
 class Point(TypedDict):

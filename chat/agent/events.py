@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from chat.events import Citation, Message, Usage, UsageEvent
-from config.typed_serializers import Help
+from common.typed_serializers import Help
 
 StopReasonAnswered = Literal["completed", "max_steps", "repeated_call", "token_budget"]
 

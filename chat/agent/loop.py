@@ -49,7 +49,7 @@ from chat.agent.tools import ParsedCall, Source, Toolbox, ToolOutcome, tool_spec
 from chat.events import AGENT_ERRORS, Citation, Usage
 from chat.llm import CatalogError, ModelUnavailable, ReasoningDelta, TextDelta
 from chat.models import AgentRun, ChatSession, StopReason
-from config.db import db_step
+from common.db import db_step
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)

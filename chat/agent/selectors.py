@@ -9,7 +9,7 @@ from accounts.models import Tenant
 from chat.models import AgentRun, ChatSession, Turn
 from chat.events import Citation, Usage
 from chat.prompting import MemoryTurn
-from config.typed_serializers import Help
+from common.typed_serializers import Help
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet

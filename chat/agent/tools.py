@@ -30,8 +30,8 @@ from django.db import DatabaseError
 from accounts.models import Tenant
 from chat.agent.model import ToolCallRequest
 from chat.events import ERRORS, GRAPH_NO_ENTITY, GRAPH_NOT_KEPT
+from chat.retrieval import RetrievalOptions, search, search_mode
 from knowledge import rag
-from knowledge.rag.fusion import graph_page, with_graph_placed
 
 logger = logging.getLogger(__name__)
 
@@ -297,6 +297,7 @@ class Toolbox:
     def __init__(self, *, tenant: Tenant, graph_search: bool, sources: list[Source]) -> None:
         self.service = rag.tenant_service(tenant.slug)
         self.graph_search = graph_search
+        self.options = RetrievalOptions(graph=graph_search)  # the service's own fusion, no conversation files
         self.names = frozenset(tool_names(graph_search=graph_search))
         self.sources = sources
         self._by_chunk: dict[str, Source] = {s["chunk_id"]: s for s in sources}
@@ -419,28 +420,22 @@ class Toolbox:
         filters = arguments.get("filters") or {}
         if not isinstance(filters, dict):
             raise ToolFailure("filters: must be an object of field: value or field: [values]")
-        if mode is not rag.SearchMode.KEYWORD and self.service.embedder is None:
+        if (searchable := search_mode(self.service, mode)) is not mode:  # no embedding model is configured
             if mode is rag.SearchMode.SEMANTIC:
                 raise ToolFailure("Semantic search is unavailable: no embedding model is configured. Use keyword_search.")
-            mode, extra["note"] = rag.SearchMode.KEYWORD, "no embedding model is configured: these are keyword results"
+            mode, extra["note"] = searchable, "no embedding model is configured: these are keyword results"
         try:
-            try:
-                # With graph search, hybrid search has the graph leg too (a passage says through which entities);
-                # the passages it places below hybrid's first hits are kept beyond ``limit`` (with_graph_placed).
-                graph = self.graph_search and mode is rag.SearchMode.HYBRID and self.service.has_graph
-                if graph:
-                    page = await self.service.search(query, mode=mode, limit=graph_page(limit), filters=filters, graph=True)
-                    hits = tuple(with_graph_placed(page, limit))
-                else:
-                    hits = await self.service.search(query, mode=mode, limit=limit, filters=filters)
-            except rag.EmbedderError as exc:
-                logger.warning("agent search: the embedder failed (%s)", type(exc).__name__)
-                if mode is rag.SearchMode.SEMANTIC:
-                    raise ToolFailure("The embedding model failed; keyword_search still works.") from None
-                extra["note"] = "the embedding model failed: these are keyword results"
-                hits = await self.service.search(query, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)
+            # With graph search, hybrid search has the graph leg too (a passage says through which entities),
+            # its passages kept beyond ``limit`` (chat.retrieval.search); keyword results when the embedder fails.
+            found = await search(self.service, query, mode=mode, limit=limit, options=self.options, filters=filters)
+        except rag.EmbedderError as exc:  # semantic search only: hybrid search fell back to keyword search
+            logger.warning("agent search: the embedder failed (%s)", type(exc).__name__)
+            raise ToolFailure("The embedding model failed; keyword_search still works.") from None
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:
             raise ToolFailure(str(exc)) from None  # names the argument and the bound it broke
+        if found.keyword_fallback:
+            extra["note"] = "the embedding model failed: these are keyword results"
+        hits = found.hits
         via = [{"chunk_id": h.chunk.chunk_id, "via": list(h.graph_path)} for h in hits if h.graph_path]
         return Found([(hit.chunk, hit.score) for hit in hits], extra, {"found_through_graph": via} if via else {},
                      {hit.chunk.chunk_id: hit_details(hit) for hit in hits})

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
@@ -29,24 +29,25 @@ from rest_framework.views import APIView
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantReader
 from chat.agent.selectors import agent_runs_of
-from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, PromptField, admit, is_run_id, is_session_id, serves
+from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, admit, is_run_id, is_session_id, serves
+from chat.api.requests import PromptField
 from chat.api.chat import (
     ERROR_RESPONSES,
     SSE_RESPONSE,
     ChatCompletionOutputSerializer,
     ChatErrorSerializer,
     private,
-    sse_response,
-    unavailable,
+    respond,
 )
 from chat.api.conversations import TranscriptSerializer
 from chat.models import FEEDBACK_COMMENT_MAX_CHARS, AgentRun, ChatSession, FeedbackRating, Turn, TurnRole
-from chat.pipeline import Branch, ChatFailed, answer, answer_stream
+from chat.pipeline import Branch
+from chat.retrieval import RetrievalOptions
 from chat.selectors import chat_sessions_of, chat_transcript, chat_turn_find
 from chat.services import agent_feedback_give, chat_feedback_give, chat_feedback_remove, chat_turn_select
-from config.db import db_step
-from config.serializers import StrictBooleanField, StrictCharField, TenantField
-from config.typed_serializers import typed_serializer
+from common.db import db_step
+from common.serializers import StrictBooleanField, StrictCharField, TenantField
+from common.typed_serializers import typed_serializer
 from knowledge.rag import limits
 
 NO_STORE = "no-store"
@@ -122,7 +123,7 @@ class ActionAdmission:
     session: ChatSession
     prompt: str
     stream: bool
-    graph_search: bool | None
+    options: RetrievalOptions
     branch: Branch
 
 
@@ -135,7 +136,8 @@ def _admit_regenerate(request: Request, ctx: TenantContext, session_id: str, tur
     if question is None:  # pragma: no cover - every stored answer follows its question
         raise exceptions.NotFound()
     v = data.validated_data
-    return ActionAdmission(session=session, prompt=question.content, stream=v["stream"], graph_search=v["graph_search"],
+    return ActionAdmission(session=session, prompt=question.content, stream=v["stream"],
+                           options=RetrievalOptions.of(graph_search=v["graph_search"]),
                            branch=Branch(parent_id=question.parent_id, question_id=question.pk))
 
 
@@ -145,22 +147,15 @@ def _admit_edit(request: Request, ctx: TenantContext, session_id: str, turn_id: 
     session = _session(ctx, session_id)
     question = _turn(session, turn_id, TurnRole.USER)
     v = data.validated_data
-    return ActionAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"],
-                           branch=Branch(parent_id=question.parent_id))
+    return ActionAdmission(session=session, prompt=v["prompt"], stream=v["stream"],
+                           options=RetrievalOptions.of(graph_search=v["graph_search"]), branch=Branch(parent_id=question.parent_id))
 
 
 async def _respond(admitted: ActionAdmission | HttpResponse) -> HttpResponse:
     if isinstance(admitted, HttpResponse):
         return private(admitted)
-    if admitted.stream:
-        return sse_response(answer_stream(session=admitted.session, prompt=admitted.prompt,
-                                          graph_search=admitted.graph_search, branch=admitted.branch))
-    try:
-        body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
-                            branch=admitted.branch)
-    except ChatFailed as failure:
-        return unavailable(failure.error)
-    return private(JsonResponse(body))
+    return await respond(admitted.session, admitted.prompt, stream=admitted.stream, options=admitted.options,
+                         branch=admitted.branch)
 
 
 @serves(RegenerateApi)

@@ -28,10 +28,7 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, resolve_tenant_context
 from accounts.permissions import IsTenantReader
-from config.serializers import ClosedSerializer, StrictCharField
-from knowledge.rag import limits
-from knowledge.rag.errors import RAGValidationError
-from knowledge.rag.types import check_characters
+from common.serializers import ClosedSerializer, StrictCharField
 
 T = TypeVar("T")
 V = TypeVar("V", bound=Callable[..., Any])
@@ -85,23 +82,6 @@ class SessionIdField(StrictCharField):
         value = super().to_internal_value(data)
         if not is_session_id(value):
             raise serializers.ValidationError("Not a session id: session-... as POST /v1/chat/sessions or /v1/agent/sessions returns it.")
-        return value
-
-
-@extend_schema_field({"type": "string", "minLength": 1, "maxLength": limits.MAX_QUERY_CHARS, "pattern": limits.NON_BLANK_TEXT_PATTERN,
-                      "description": "The question: not blank, no control characters but tab and line breaks."})
-class PromptField(StrictCharField):
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(max_length=limits.MAX_QUERY_CHARS, trim_whitespace=False, **kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data)
-        if not value.strip():
-            raise serializers.ValidationError("This field may not be blank.")
-        try:
-            check_characters("prompt", value, limits.CONTROL_RE)
-        except RAGValidationError as exc:
-            raise serializers.ValidationError(exc.message) from None
         return value
 
 

@@ -38,12 +38,12 @@ from chat.agent.events import AgentErrorData, AgentEvent, AgentResponse, ToolCal
 from chat.api.admission import (
     AsyncEndpointApi,
     ClosedInputSerializer,
-    PromptField,
     SessionIdField,
     admit,
     is_run_id,
     serves,
 )
+from chat.api.requests import PromptField
 from chat.api.chat import (
     COMPONENTS,
     ERROR_RESPONSES,
@@ -60,9 +60,9 @@ from chat.api.chat import (
 from chat.models import AgentRun, ChatSession, SessionKind
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
-from config.db import db_step
-from config.serializers import StrictBooleanField, StrictIntegerField, TenantField
-from config.typed_serializers import typed_serializer
+from common.db import db_step
+from common.serializers import StrictBooleanField, StrictIntegerField, TenantField
+from common.typed_serializers import typed_serializer
 
 AgentCompletionOutputSerializer = typed_serializer(
     AgentResponse, name="AgentCompletionOutput", names={**COMPONENTS, ToolCallSummary: "AgentToolCall"}

@@ -22,19 +22,18 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantReader
-from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, PromptField, SessionIdField, admit, serves
-from chat.files.selectors import session_file_get
+from chat.api.admission import AsyncEndpointApi, ClosedInputSerializer, SessionIdField, admit, serves
+from chat.api.requests import ChatRetrievalOptionsSerializer, PromptField, retrieval_options, unknown_file_error
 from chat.events import ChatEvent, ChatResponse, Citation, ErrorData, Message, SessionCreated, Usage, sse_frame
 from chat.models import ChatSession
-from chat.pipeline import ChatFailed, answer, answer_stream
+from chat.pipeline import Branch, ChatFailed, answer, answer_stream
 from chat.prompting import greeting
+from chat.retrieval import RetrievalOptions
 from chat.selectors import chat_sessions_of
 from chat.services import chat_session_create
-from config.db import db_step
-from config.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictFloatField, TenantField
-from knowledge import rag
-from knowledge.rag.types import MAX_FUSION_WEIGHT
-from config.typed_serializers import typed_json_schema, typed_serializer
+from common.db import db_step
+from common.serializers import ClosedSerializer, StrictBooleanField, TenantField
+from common.typed_serializers import typed_json_schema, typed_serializer
 
 NO_STORE = "no-store"
 # Component names of the shapes nested in chat and agent responses, as the schema has always called them.
@@ -106,53 +105,6 @@ class ChatSessionCreateApi(APIView):
 # --- completions -------------------------------------------------------------------------
 
 
-class ChatRetrievalOptionsSerializer(ClosedSerializer):
-    """How an answer's passages are retrieved: the options of ``POST /v1/chat/completions`` that the web
-    chat's WebSocket ``ask`` / ``regenerate`` / ``edit`` messages take too, checked by the same rules."""
-
-    graph_search = StrictBooleanField(
-        allow_null=True, default=None,
-        help_text="Override QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH for this request: true adds the knowledge graph's leg to "
-                  "hybrid retrieval (passages reached through the entities of the question and its top passages, each "
-                  "citation saying its graph_path) and a `graph_search` diagnostic; false removes both.",
-    )
-    fusion = serializers.ChoiceField(
-        choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
-        help_text="How hybrid retrieval merges its keyword and semantic lists: rrf or score (as POST /v1/search). "
-                  "Absent: the server's default. With graph_search, the graph's passages are placed in that list.",
-    )
-    fusion_weight = StrictFloatField(
-        required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
-        help_text="With fusion score: the semantic list's weight (as POST /v1/search).",
-    )
-    sources = serializers.ChoiceField(
-        choices=["all", "files", "knowledge"], default="all",
-        help_text="What retrieval searches: all (the knowledge base and the files attached to this conversation, fused "
-                  "by RRF), files (the attached files only) or knowledge (the knowledge base only).",
-    )
-    identifier = StrictCharField(
-        required=False, allow_null=True, default=None, max_length=40,
-        help_text="One attached file's id (GET /v1/chat/sessions/{id}/files): search that file only.",
-    )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("identifier") is not None and attrs.get("sources") == "knowledge":
-            raise serializers.ValidationError({"identifier": ["names an attached file; sources knowledge searches no files"]})
-        if attrs.get("fusion_weight") is not None and attrs.get("fusion") == rag.Fusion.RRF.value:
-            raise serializers.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
-        return attrs
-
-
-RETRIEVAL_OPTIONS = tuple(ChatRetrievalOptionsSerializer().fields)
-
-
-def unknown_file_error(session: ChatSession, identifier: str | None) -> dict[str, list[str]] | None:
-    """The error of an ``identifier`` that names no file attached to ``session`` (None: it does, or none given)."""
-    if identifier is not None and session_file_get(session=session, file_id=identifier) is None:
-        return {"identifier": [f"no file {identifier[:40]!r} is attached to this conversation"]}
-    return None
-
-
 class ChatCompletionInputSerializer(ChatRetrievalOptionsSerializer, ClosedInputSerializer):
     session_id = SessionIdField(help_text="From POST /v1/chat/sessions.")
     prompt = PromptField()
@@ -221,11 +173,7 @@ class ChatAdmission:
     session: ChatSession
     prompt: str
     stream: bool
-    graph_search: bool | None
-    fusion: str | None = None
-    fusion_weight: float | None = None
-    sources: str = "all"
-    identifier: str | None = None
+    options: RetrievalOptions
 
 
 def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
@@ -236,8 +184,8 @@ def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
     session: ChatSession = get_for_tenant(sessions, tenant=ctx.tenant, public_id=v["session_id"])
     if (error := unknown_file_error(session, v["identifier"])) is not None:
         raise serializers.ValidationError(error)
-    return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"], graph_search=v["graph_search"],
-                         fusion=v["fusion"], fusion_weight=v["fusion_weight"], sources=v["sources"], identifier=v["identifier"])
+    return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"],
+                         options=retrieval_options(v))
 
 
 @serves(ChatCompletionApi)
@@ -245,15 +193,17 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     admitted = await db_step(admit, ChatCompletionApi, request, _admit_completion)
     if isinstance(admitted, HttpResponse):
         return private(admitted)
-    if admitted.stream:
-        events = answer_stream(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
-                               fusion=admitted.fusion, fusion_weight=admitted.fusion_weight, sources=admitted.sources,
-                               identifier=admitted.identifier)
-        return sse_response(events)
+    return await respond(admitted.session, admitted.prompt, stream=admitted.stream, options=admitted.options)
+
+
+async def respond(
+    session: ChatSession, prompt: str, *, stream: bool, options: RetrievalOptions, branch: Branch | None = None,
+) -> HttpResponse:
+    """An admitted question's answer: Server-Sent Events when ``stream``, else the JSON response (503 when it failed)."""
+    if stream:
+        return sse_response(answer_stream(session=session, prompt=prompt, options=options, branch=branch))
     try:
-        body = await answer(session=admitted.session, prompt=admitted.prompt, graph_search=admitted.graph_search,
-                            fusion=admitted.fusion, fusion_weight=admitted.fusion_weight, sources=admitted.sources,
-                            identifier=admitted.identifier)
+        body = await answer(session=session, prompt=prompt, options=options, branch=branch)
     except ChatFailed as failure:
         return unavailable(failure.error)
     return private(JsonResponse(body))

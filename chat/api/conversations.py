@@ -37,8 +37,8 @@ from chat.selectors import (
     chat_transcript,
 )
 from chat.services import TITLE_MAX_CHARS, chat_session_delete, chat_session_rename
-from config.serializers import StrictCharField, TenantField
-from config.typed_serializers import typed_serializer
+from common.serializers import StrictCharField, TenantField
+from common.typed_serializers import typed_serializer
 from knowledge.rag import limits
 
 PAGE_LIMIT = 100

@@ -32,9 +32,9 @@ from chat.api.chat import NO_STORE, ChatErrorSerializer
 from chat.files.selectors import FileItem, FilePassage, is_file_id, session_file_get, session_file_list, session_file_passages
 from chat.files.services import FileLimitExceeded, session_file_delete, session_files_attach
 from chat.models import ChatSession, SessionKind
-from config.serializers import ClosedSerializer, TenantField
-from config.typed_serializers import typed_serializer
-from config.uploads import UploadTooLarge, describe_bytes
+from common.serializers import ClosedSerializer, TenantField
+from common.typed_serializers import typed_serializer
+from common.uploads import UploadTooLarge, describe_bytes
 from knowledge import rag
 from knowledge.rag import limits
 

@@ -1,6 +1,6 @@
 """Reads of a conversation's attached files. Callers pass a session already loaded for its owner.
 
-Synchronous: async callers go through ``config.db.db_step``.
+Synchronous: async callers go through ``common.db.db_step``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 
 from accounts.models import Tenant
 from chat.models import ChatSession, SessionFiles
-from config.typed_serializers import Help
+from common.typed_serializers import Help
 from knowledge import rag
 from knowledge.models import Document
 

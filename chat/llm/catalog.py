@@ -27,6 +27,9 @@ import yaml
 # The built-in offline provider (chat.llm.offline) and the one model it offers.
 OFFLINE_PROVIDER = "quarry"
 OFFLINE_MODEL = "offline-extractive"
+# The key of litellm's call metadata under which ``stream_chat`` hands the offline model the passages'
+# similarities to the question ({passage number: cosine}); metadata stays in this process.
+SIMILARITIES = "quarry_passage_similarities"
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -35,13 +35,13 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chat.llm.catalog import OFFLINE_MODEL, OFFLINE_PROVIDER, load_litellm
+from chat.llm.catalog import OFFLINE_MODEL, OFFLINE_PROVIDER, SIMILARITIES, load_litellm
 from chat.llm.selection import (
-    DEFAULT_TUNING, Selection, Tuning, Vectors, bridge_query, current_similarities, embedding_texts, select,
+    DEFAULT_TUNING, Selection, Tuning, Vectors, bridge_query, embedding_texts, select,
 )
 from knowledge import rag
 from knowledge.rag import factory
@@ -117,15 +117,24 @@ def passages_in(messages: Sequence[Any]) -> list[tuple[int, str]]:
     return [(p.number, p.text) for p in passages_of(messages)]
 
 
-def _question_and_passages(messages: Sequence[Any]) -> tuple[str, list[Passage], dict[int, float] | None]:
+def _question_and_passages(
+    messages: Sequence[Any], similarity: Mapping[int, float] | None,
+) -> tuple[str, list[Passage], dict[int, float] | None]:
     """The question, the passages to answer from, and their similarities to the question when the
-    caller knows them (the chat pipeline's retrieval: ``selection.passage_similarities``)."""
+    caller knows them (``similarity``: the chat pipeline's retrieval, by passage number)."""
     question = next((_content(m) for m in reversed(messages) if _role(m) == "user"), "")
     if any(_role(m) == "tool" for m in messages):
         return question, tool_passages_of(messages), None  # the agent's sources are numbered by its tools
-    passages = passages_of(messages)
-    similarity = current_similarities()
-    return question, passages, similarity
+    return question, passages_of(messages), dict(similarity) if similarity else None
+
+
+def similarities_of(kwargs: Mapping[str, Any]) -> dict[int, float] | None:
+    """The passage similarities ``chat.llm.stream_chat`` put in the call's metadata (litellm hands a
+    provider its ``litellm_params``), or None."""
+    params = kwargs.get("litellm_params") or {}
+    metadata = (params.get("metadata") if isinstance(params, Mapping) else getattr(params, "metadata", None)) or {}
+    found = metadata.get(SIMILARITIES) if isinstance(metadata, Mapping) else None
+    return {int(n): float(v) for n, v in found.items()} if isinstance(found, Mapping) and found else None
 
 
 def _sync_vectors(texts: list[str]) -> list[list[float]] | None:
@@ -219,17 +228,22 @@ async def _embed(texts: list[str]) -> list[list[float]] | None:
     return await _vector_cache.embed(_sentence_embedder(), texts)
 
 
-def extractive_answer(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
-    """The offline model's whole answer to ``messages``: from tool results when there are any, else the system passages."""
-    question, passages, similarity = _question_and_passages(messages)
+def extractive_answer(
+    messages: Sequence[Any], *, similarity: Mapping[int, float] | None = None, tuning: Tuning = DEFAULT_TUNING,
+) -> str:
+    """The offline model's whole answer to ``messages``: from tool results when there are any, else the system
+    passages. ``similarity``: the passages' cosines to the question by number, when the caller knows them."""
+    question, passages, similarity = _question_and_passages(messages, similarity)
     return answer_from(question, passages, vectors=_sync_vectors, similarity=similarity, tuning=tuning)
 
 
-async def extractive_answer_async(messages: Sequence[Any], *, tuning: Tuning = DEFAULT_TUNING) -> str:
+async def extractive_answer_async(
+    messages: Sequence[Any], *, similarity: Mapping[int, float] | None = None, tuning: Tuning = DEFAULT_TUNING,
+) -> str:
     """``extractive_answer`` with the embedder awaited (the streaming path). With the passages'
     similarities known, nothing is embedded unless no unit passes on them (``answer_from``): the
     answer costs a few milliseconds of BM25."""
-    question, passages, similarity = _question_and_passages(messages)
+    question, passages, similarity = _question_and_passages(messages, similarity)
     numbered, titles = _numbered(passages)
     if similarity is not None and question.strip() and numbered:
         chosen = select(question, numbered, titles=titles, similarity=similarity, tuning=tuning)
@@ -436,12 +450,12 @@ class OfflineExtractiveLLM(CustomLLM):
 
     def completion(self, model: str, messages: list, *args: Any, model_response: ModelResponse, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
         tools = _tools(kwargs)
-        answer = None if agent_plan(messages, tools) else extractive_answer(messages)
+        answer = None if agent_plan(messages, tools) else extractive_answer(messages, similarity=similarities_of(kwargs))
         return self._response(model, messages, model_response, tools, answer)
 
     async def acompletion(self, model: str, messages: list, *args: Any, model_response: ModelResponse, **kwargs: Any) -> ModelResponse:  # type: ignore[override]
         tools = _tools(kwargs)
-        answer = None if agent_plan(messages, tools) else await extractive_answer_async(messages)
+        answer = None if agent_plan(messages, tools) else await extractive_answer_async(messages, similarity=similarities_of(kwargs))
         return self._response(model, messages, model_response, tools, answer)
 
     def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:  # type: ignore[override]
@@ -449,11 +463,12 @@ class OfflineExtractiveLLM(CustomLLM):
         if plan is not None:
             yield from _plan_chunks(messages, plan)
             return
-        yield from _answer_chunks(messages, extractive_answer(messages))
+        yield from _answer_chunks(messages, extractive_answer(messages, similarity=similarities_of(kwargs)))
 
     async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[GenericStreamingChunk]:  # type: ignore[override]
         plan = agent_plan(messages, _tools(kwargs))
-        chunks = _plan_chunks(messages, plan) if plan is not None else _answer_chunks(messages, await extractive_answer_async(messages))
+        answer = None if plan is not None else await extractive_answer_async(messages, similarity=similarities_of(kwargs))
+        chunks = _plan_chunks(messages, plan) if plan is not None else _answer_chunks(messages, answer or "")
         for chunk in chunks:
             yield chunk
             await asyncio.sleep(0)  # a cancellation point per delta, so a client that leaves stops it

@@ -32,7 +32,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from chat.llm.catalog import Catalog, load_catalog, load_litellm
+from chat.llm.catalog import SIMILARITIES, Catalog, load_catalog, load_litellm
 
 logger = logging.getLogger(__name__)
 
@@ -227,15 +227,20 @@ class _ToolCallAssembler:
 
 
 async def stream_chat(
-    messages: Sequence[Mapping[str, Any]], *, model: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None
+    messages: Sequence[Mapping[str, Any]], *, model: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
+    similarities: Mapping[int, float] | None = None,
 ) -> AsyncIterator[ModelEvent]:
     """Stream one chat completion of ``messages`` from ``model`` (default: the catalog's).
 
+    ``similarities``: the prompt's passages' cosines to the question by passage number, when the caller
+    knows them (the chat pipeline's retrieval). They travel in litellm's call metadata, which stays in
+    this process: the offline model reads them (``catalog.SIMILARITIES``) instead of embedding sentences
+    again; a hosted model never sees them.
     Raises ``ModelUnavailable`` when no deployment answers, before or during the stream.
     """
     router, catalog = get_router()
     name = model or catalog.default_model
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = {SIMILARITIES: dict(similarities)} if similarities else {}
     params: dict[str, Any] = {"tools": [dict(t) for t in tools]} if tools else {}
     try:
         response = await router.acompletion(

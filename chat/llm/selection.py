@@ -1,17 +1,17 @@
 """Which sentences of the retrieved passages answer the question: the offline model's whole judgement.
 
 ``select(question, passages, vectors=...)`` splits the numbered passages into *units*
-(sentences of paragraphs, Chinese and Japanese ones ending at 。！？; list items and fenced
-code blocks whole; each table row with its header row), drops page furniture with the detector
-extraction uses (``knowledge.rag.boilerplate``), and scores every unit against the question
+(``chat.llm.units``: sentences of paragraphs, Chinese and Japanese ones ending at 。！？; list
+items and fenced code blocks whole; each table row with its header row; page furniture
+dropped), and scores every unit against the question
 with the two signals Quarry has offline:
 
 - BM25 over the question's content terms (a small in-process index over the candidate
   units: the passages are few, so the IDF is theirs, not the corpus's), normalized by the
   best unit's score; CJK text, written without spaces, gives character bigrams as terms;
 - a cosine similarity to the question: in the chat pipeline, the passage's own (its stored
-  chunk vector, which retrieval has just compared with the question's; handed over through
-  ``passage_similarities``), standing for each of its units', so answering embeds nothing;
+  chunk vector, which retrieval has just compared with the question's; handed over as data:
+  ``chat.llm.stream_chat(similarities=...)``, the offline model's ``similarity``), standing for each of its units', so answering embeds nothing;
   elsewhere (the agent's tool results) the local embedder's cosine of each shortlisted unit
   (BM25 alone when there is no embedder).
 
@@ -49,56 +49,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from knowledge.rag.boilerplate import is_boilerplate_line, normalize_line
-from knowledge.rag.scripts import CJK_CLASS, CJK_RUN, script_of
+from chat.llm.units import STOPWORDS, WORD, Unit, stem, term_list, units_of
+from knowledge.rag.scripts import script_of
 
-UnitKind = Literal["sentence", "item", "row", "code"]
 Shape = Literal["quote", "list", "summary"]
 Vectors = Callable[[list[str]], list[list[float]] | None]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_ITEM = re.compile(r"^\s*(?:[*+-]|\d{1,3}[.)])\s+")
-_HEADING = re.compile(r"^\s*#{1,6}\s")
-_QUOTE_MARK = re.compile(r"^\s*>\s?")
-# A sentence ends at . ! ? (and closing quotes or brackets) before white space and a capital,
-# a digit or an opening quote; "G. Stanley Hall" and "e.g. this" are re-joined below.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
-# Chinese and Japanese end a sentence at 。！？ (or their halfwidth forms), with no space after: a split
-# after the mark and any closing quotes or brackets. "!" and "?" count only after a CJK character
-# (an English "Really?" is _SENTENCE_END's), so does "." before a space (Korean's full stop: _SENTENCE_END
-# wants a capital next), and the fullwidth full stop not before a digit (３．５).
-_CJK_SENTENCE_END = re.compile(
-    rf"(?:[\u3002\uff01\uff1f\uff61]+|\uff0e(?![0-9\uff10-\uff19])|(?<=[{CJK_CLASS}])(?:[!?]+|\.+(?=\s)))"
-    r"[\u300d\u300f\uff09\u300b\u3011\u3015\"'\u201d\u2019)\]]*"
-)
-# The words of a text, CJK runs apart from the rest ("Quarry的价格" is "Quarry" and "的价格"): a CJK run has
-# no spaces between its words, so it becomes overlapping character bigrams (cjk_terms), as the keyword index does.
-_TOKEN = re.compile(rf"[{CJK_CLASS}]+|(?:(?![{CJK_CLASS}])\w)+")
-# Characters that are grammar, not content (Chinese particles and pronouns, Japanese particles): a bigram
-# holding one ("的价" of "咖啡豆的价格", "格は" of "価格は") matches sentences on the grammar they share.
-_CJK_FUNCTION = frozenset("的了是在和与及或吗呢吧啊呀也都就这那个之其把被从对为于着过么哪谁什我你他她它们" "のはがをにでともへやかねよ")
-_CJK_STOP_BIGRAMS = frozenset("多少 怎样 如何 いく くら どこ いつ だれ".split())  # question words: asked, not answered
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st sr jr vs etc inc ltd co corp no nos vol fig eg ie al approx dept est gen gov jan feb mar apr "
-    "jun jul aug sep sept oct nov dec mt ft lt col sgt rev u.s u.k".split()
-)
-_STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below between
-    both but by can could did do does doing down during each few for from further had has have having he her here
-    hers herself him himself his how i if in into is it its itself just me more most my myself no nor not now of
-    off on once only or other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up very was we were what
-    when where which while who whom why will with would you your yours yourself yourselves tell please give show
-    explain describe know want need get summarise summarize summary list quote sentence sentences bullet bullets
-    point points briefly short one two three four five six seven eight nine ten""".split()
-)
 _NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 _COUNT = re.compile(
     r"\b(?:in|with|using|as|give me|list|name)?\s*(\d{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
@@ -156,40 +116,6 @@ class Tuning:
 
 DEFAULT_TUNING = Tuning()
 
-# The retrieved passages' similarity to the question, by passage number: the cosine of each chunk's
-# stored vector, which retrieval has just computed. The chat pipeline sets it around the model call
-# (``passage_similarities``); the offline model then scores sentences with it instead of embedding
-# them, which costs ~5-30 ms a sentence on CPU. A context variable, not a prompt attribute: a hosted
-# model has no use for it, and it never leaves the process.
-_similarities: ContextVar[dict[int, float] | None] = ContextVar("quarry_passage_similarities", default=None)
-
-
-@contextmanager
-def passage_similarities(values: dict[int, float]) -> Iterator[None]:
-    """Within the block, ``current_similarities()`` is ``values`` (passage number -> cosine to the question)."""
-    token = _similarities.set(dict(values))
-    try:
-        yield
-    finally:
-        try:
-            _similarities.reset(token)
-        except ValueError:  # closed from another context (a generator finalized elsewhere): that context never saw it
-            pass
-
-
-def current_similarities() -> dict[int, float] | None:
-    """The passage similarities the caller set (``passage_similarities``), or None."""
-    return _similarities.get()
-
-
-@dataclass(frozen=True)
-class Unit:
-    passage: int  # the passage's citation number in the prompt
-    position: int  # order inside the passage
-    kind: UnitKind
-    text: str  # as quoted: one line for sentences, items and table rows (after their header), verbatim lines for code
-    terms: tuple[str, ...]  # stemmed content terms, with repeats (BM25 term frequency)
-
 
 def answer_type(question: str) -> AnswerType | None:
     """What the question asks for, by its wh-phrase ("how many" -> number, "when" -> date, ...), or None."""
@@ -208,7 +134,7 @@ def holds_answer_type(text: str, kind: AnswerType | None, question_terms: frozen
     if kind == "number":
         return any(m.group(0) not in question_terms for m in _NUMBER.finditer(text))
     # A name or a place: a capitalized word inside the sentence (not its first word) that is not the question's.
-    return any(_stem(m.group(0).lower()) not in question_terms for m in _CAPITALIZED.finditer(text))
+    return any(stem(m.group(0).lower()) not in question_terms for m in _CAPITALIZED.finditer(text))
 
 
 _MONTHS = frozenset("january february march april may june july august september october november december monday tuesday "
@@ -217,8 +143,8 @@ _MONTHS = frozenset("january february march april may june july august september
 
 def name_terms(text: str) -> set[str]:
     """The stemmed terms of the names ``text`` holds (capitalized words past its first), months and days excepted."""
-    return {_stem(w) for w in (m.group(0).lower() for m in _CAPITALIZED.finditer(text))
-            if w not in _MONTHS and w not in _STOPWORDS and len(w) > 1}
+    return {stem(w) for w in (m.group(0).lower() for m in _CAPITALIZED.finditer(text))
+            if w not in _MONTHS and w not in STOPWORDS and len(w) > 1}
 
 
 def _title_named(title: str, text: str) -> bool:
@@ -241,50 +167,6 @@ class Selection:
     closest: list[int] = field(default_factory=list)  # passage numbers nearest the question, best first
 
 
-def _stem(word: str) -> str:
-    """A light English stemmer: enough to match "uploads" with "uploading" and "upload"."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
-
-
-def cjk_terms(run: str) -> list[str]:
-    """The terms of a run of CJK characters: its overlapping character bigrams ("云南咖啡" -> 云南, 南咖,
-    咖啡), those holding a function character or asking the question left out; a one-character run is
-    its character, unless that is a function character."""
-    if len(run) == 1:
-        return [] if run in _CJK_FUNCTION else [run]
-    bigrams = (run[i:i + 2] for i in range(len(run) - 1))
-    return [b for b in bigrams
-            if b[0] not in _CJK_FUNCTION and b[1] not in _CJK_FUNCTION and b not in _CJK_STOP_BIGRAMS]
-
-
-def term_list(text: str) -> tuple[str, ...]:
-    """Content terms of ``text`` in order, repeats kept: stemmed words (stop words and one-letter words
-    dropped), and for CJK runs their bigrams (``cjk_terms``)."""
-    if not CJK_RUN.search(text):  # the common case, in one pass (this runs for every unit of every answer)
-        return tuple(_stem(w) for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOPWORDS and len(w) > 1)
-    terms: list[str] = []
-    for token in _TOKEN.findall(text):
-        if CJK_RUN.match(token):
-            terms += cjk_terms(token)
-            continue
-        word = token.lower()
-        if word not in _STOPWORDS and len(word) > 1:
-            terms.append(_stem(word))
-    return tuple(terms)
-
-
-def word_count(text: str) -> int:
-    """About how many words ``text`` holds: its space-separated words, and a word per two CJK characters
-    (Chinese and Japanese words are mostly one or two characters, written without spaces)."""
-    runs = CJK_RUN.findall(text)
-    if not runs:
-        return len(text.split())
-    return len(CJK_RUN.sub(" ", text).split()) + sum(len(run) for run in runs) // 2
-
-
 def instruction_of(question: str) -> Instruction:
     """What the question asks of the answer's form: a count and a shape."""
     count: int | None = None
@@ -304,155 +186,6 @@ def instruction_of(question: str) -> Instruction:
     if _QUOTE.search(question):
         shape = "quote"
     return Instruction(count, shape, bool(_CODE.search(question)))
-
-
-# --- Units --------------------------------------------------------------------------------
-
-
-def _split_cjk(piece: str) -> list[str]:
-    """``piece`` split after each CJK sentence end (``_CJK_SENTENCE_END``), the marks kept with their sentence."""
-    out: list[str] = []
-    start = 0
-    for end in _CJK_SENTENCE_END.finditer(piece):
-        out.append(piece[start:end.end()])
-        start = end.end()
-    return [*out, piece[start:]]
-
-
-def _split_sentences(paragraph: str) -> list[str]:
-    pieces = _SENTENCE_END.split(paragraph)
-    if CJK_RUN.search(paragraph):
-        pieces = [part for piece in pieces for part in _split_cjk(piece)]
-    out: list[str] = []
-    for piece in pieces:
-        piece = piece.strip()
-        if not piece:
-            continue
-        if out:
-            last_word = out[-1].rstrip(".").rsplit(" ", 1)[-1].lower()
-            # "G. Stanley Hall", "Dr. Smith", "U.S. Army": the split was an abbreviation's full stop.
-            if len(last_word) == 1 or last_word in _ABBREVIATIONS or re.fullmatch(r"(?:\w\.)+\w?", last_word):
-                out[-1] = f"{out[-1]} {piece}"
-                continue
-        out.append(piece)
-    return out
-
-
-def _join_lines(lines: list[str]) -> str:
-    """A paragraph's lines as one text: joined by a space, except where a CJK line wraps onto the next
-    (CJK puts no space between words, so the space would split one)."""
-    joined = lines[0]
-    for line in lines[1:]:
-        wrapped = CJK_RUN.match(line) and (CJK_RUN.search(joined[-1:]) or _CJK_SENTENCE_END.search(joined[-1:]))
-        joined += line if wrapped else f" {line}"
-    return joined
-
-
-_TABLE_SEPARATOR = re.compile(r"^:?-{3,}:?$")
-
-
-def table_cells(line: str) -> list[str] | None:
-    """The cells of a table row, or None when ``line`` is not one: a Markdown row (``| a | b |``), or a
-    row of a table extraction wrote (``a | b``: knowledge.extraction's Word, Excel, HTML and slide tables;
-    ``a<TAB>b``: tab-separated text)."""
-    stripped = line.strip()
-    if "\t" in stripped:
-        cells = stripped.split("\t")
-    elif stripped.startswith("|") or " | " in stripped:
-        cells = stripped.strip("|").split("|")
-    else:
-        return None
-    cells = [c.strip() for c in cells]
-    return cells if len(cells) >= 2 or stripped.startswith("|") else None
-
-
-def _row_units(rows: list[list[str]]) -> list[str]:
-    """A table's quotable rows: each data row after its header row (the first), "Region | Manager — East |
-    Yuki Tanabe", so a row quoted alone still says what its cells are; a header alone is itself.
-    Markdown's separator row (``| --- |``) is no row."""
-    rows = [r for r in rows if not all(_TABLE_SEPARATOR.match(c) for c in r if c)]  # an empty row goes too
-    if not rows:
-        return []
-    header, *data = (" | ".join(r) for r in rows)
-    return [f"{header} \u2014 {row}" for row in data] or [header]
-
-
-def units_of(number: int, text: str) -> list[Unit]:
-    """The quotable units of one passage: sentences (CJK ones too), list items, table rows with their
-    header and code blocks, furniture dropped."""
-    units: list[Unit] = []
-    lines = text.split("\n")
-    paragraph: list[str] = []
-    i = 0
-
-    def add(kind: UnitKind, body: str) -> None:
-        body = body.strip()
-        if not body:
-            return
-        words = word_count(body)
-        if kind == "sentence" and words < 4:  # headings and fragments quote badly
-            return
-        if kind == "item" and words < 2:
-            return
-        units.append(Unit(number, len(units), kind, body, term_list(body)))
-
-    def flush() -> None:
-        if paragraph:
-            for sentence in _split_sentences(_join_lines(paragraph)):
-                if not is_boilerplate_line(sentence):
-                    add("sentence", sentence)
-            paragraph.clear()
-
-    while i < len(lines):
-        line = lines[i]
-        fence = _FENCE.match(line)
-        if fence:
-            flush()
-            marker, block = fence.group(1), [line]
-            i += 1
-            while i < len(lines):
-                block.append(lines[i])
-                closing = _FENCE.match(lines[i])
-                i += 1
-                if closing and closing.group(1)[0] == marker[0] and len(closing.group(1)) >= len(marker) and lines[i - 1].strip() == closing.group(1):
-                    break
-            add("code", "\n".join(block))
-            continue
-        stripped = normalize_line(line)
-        if not stripped or _HEADING.match(line) or is_boilerplate_line(stripped):
-            flush()
-            i += 1
-            continue
-        # A table: Markdown rows (even one), or two or more rows of cells as extraction writes them (one
-        # "a | b" line in prose is prose). Each row is a unit of its own, with its header: a whole table
-        # quoted as one sentence answers nothing ("Who manages the East region?").
-        markdown = stripped.startswith("|")
-        followed = i + 1 < len(lines) and table_cells(lines[i + 1]) is not None
-        if table_cells(line) is not None and (markdown or followed):
-            flush()
-            rows = []
-            while i < len(lines) and lines[i].strip().startswith("|") == markdown:
-                cells = table_cells(lines[i])
-                if cells is None:
-                    break
-                rows.append(cells)
-                i += 1
-            for row in _row_units(rows):
-                add("row", row)
-            continue
-        if _ITEM.match(line):
-            flush()
-            item = [_ITEM.sub("", line, count=1).strip()]
-            i += 1
-            while i < len(lines) and lines[i].strip() and lines[i][:1].isspace() and not _ITEM.match(lines[i]):
-                item.append(lines[i].strip())
-                i += 1
-            add("item", " ".join(item))
-            continue
-        paragraph.append(_QUOTE_MARK.sub("", stripped))
-        i += 1
-    flush()
-    return units
 
 
 # --- Scoring and picking -----------------------------------------------------------------
@@ -511,7 +244,7 @@ def _prepare(question: str, passages: Sequence[tuple[int, str]], tuning: Tuning)
     bm25 = _bm25(units, query, tuning.k1, tuning.b)
     best = max(bm25, default=0.0) or 1.0
     kind = answer_type(question)
-    asked = frozenset(query) | frozenset(m.lower() for m in _WORD.findall(question))
+    asked = frozenset(query) | frozenset(m.lower() for m in WORD.findall(question))
     # Only a unit that shares a term with the question gets the bonus: "a sentence with a number"
     # alone is no answer to "how many".
     lexical = [score / best + (tuning.type_weight if score > 0 and holds_answer_type(u.text, kind, asked) else 0.0)
@@ -604,7 +337,7 @@ def select(
     named: set[int] = set()  # passages a picked unit names by their title: the next hop's
     bridged = [False] * len(units)
     kind = answer_type(question)
-    asked = frozenset(query) | frozenset(m.lower() for m in _WORD.findall(question))
+    asked = frozenset(query) | frozenset(m.lower() for m in WORD.findall(question))
     asked_terms = frozenset(query)
     # Each unit's terms with its passage's title's: a passage titled "2018 Kansas gubernatorial election"
     # is about Kansas though its sentences need not say so.
@@ -703,9 +436,9 @@ def bridge_query(
     unit = chosen.units[0]
     asked = set(term_list(question))
     names = [m.group(0) for m in _CAPITALIZED.finditer(unit.text)
-             if m.group(0).lower() not in _MONTHS and _stem(m.group(0).lower()) not in asked and m.group(0).lower() not in _STOPWORDS]
+             if m.group(0).lower() not in _MONTHS and stem(m.group(0).lower()) not in asked and m.group(0).lower() not in STOPWORDS]
     if not names:
         return None
     held = set(unit.terms)
-    rest = [w for w in _WORD.findall(question) if w.lower() not in _STOPWORDS and _stem(w.lower()) not in held]
+    rest = [w for w in WORD.findall(question) if w.lower() not in STOPWORDS and stem(w.lower()) not in held]
     return " ".join(dict.fromkeys([*names, *rest]))

@@ -46,7 +46,7 @@ from accounts.models import TENANT_SLUG_RE, ApiToken
 from accounts.selectors import api_token_for_secret
 from accounts.services import api_token_touch
 from chat.mcp.server import CALLER, build_server
-from config.throttling import BadTokenThrottle, Throttled
+from common.throttling import BadTokenThrottle, Throttled
 
 logger = logging.getLogger(__name__)
 

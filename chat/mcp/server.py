@@ -21,7 +21,7 @@ from mcp.server import Server, ServerRequestContext
 
 from accounts.access import TenantContext
 from chat.mcp import tools
-from config.throttling import ScopedTokenThrottle, Throttled
+from common.throttling import ScopedTokenThrottle, Throttled
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
-from config.parsers import BoundedJSONField
-from config.serializers import ClosedSerializer, TenantField
+from common.parsers import BoundedJSONField
+from common.serializers import ClosedSerializer, TenantField
 from knowledge import rag
 from knowledge.api.fields import (
     DocumentTextField,

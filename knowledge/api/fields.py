@@ -8,7 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions, serializers, status
 
-from config.serializers import StrictCharField
+from common.serializers import StrictCharField
 from knowledge import rag
 from knowledge.rag import limits
 

@@ -12,52 +12,16 @@ from rest_framework.views import APIView
 
 from accounts.access import resolve_tenant_context
 from accounts.permissions import IsTenantReader
-from config.db import release_connection
-from config.serializers import ClosedSerializer, StrictBooleanField, StrictFloatField, StrictIntegerField, TenantField
+from common.db import release_connection
+from common.serializers import ClosedSerializer, StrictBooleanField, StrictFloatField, StrictIntegerField, TenantField
 from knowledge import rag
 from knowledge.api.fields import ChunkIdField, FiltersField, MetadataField, QueryField, rag_error_to_api
 from knowledge.rag import limits
-from knowledge.rag.types import MAX_FUSION_WEIGHT
+from knowledge.rag.fields import FusionField, FusionWeightField, check_fusion_request
 from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, graph_picture
 
 
 # --- Search and fetch ------------------------------------------------------------------------------
-
-
-class FusionField(serializers.ChoiceField):
-    """Hybrid search's fusion (``rag.Fusion``); null or absent: the server's default (QUARRY_HYBRID_FUSION)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            choices=[f.value for f in rag.Fusion], required=False, allow_null=True, default=None,
-            help_text="Hybrid mode: how the keyword and semantic lists are merged. rrf: Reciprocal Rank Fusion (ranks). score: each "
-                      "list's scores normalised (0..1), keyword + fusion_weight x semantic, each list's first hits kept within the "
-                      "first places. Absent: the server's default.",
-            **kwargs,
-        )
-
-
-class FusionWeightField(StrictFloatField):
-    """Score fusion's weight of the semantic list, 0..``MAX_FUSION_WEIGHT``; null or absent: the server's default."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            required=False, allow_null=True, default=None, min_value=0.0, max_value=MAX_FUSION_WEIGHT,
-            help_text=f"With fusion score: the semantic list's weight (0..{MAX_FUSION_WEIGHT:g}). Absent: the server's default.",
-            **kwargs,
-        )
-
-
-def check_fusion_request(attrs: dict[str, Any]) -> dict[str, Any]:
-    """A request's fusion fields agree with its mode and graph_search (errors name the field)."""
-    fusion, weight = attrs.get("fusion"), attrs.get("fusion_weight")
-    mode = attrs.get("mode", rag.SearchMode.HYBRID.value)
-    if (fusion is not None or weight is not None) and mode != rag.SearchMode.HYBRID.value:
-        field = "fusion" if fusion is not None else "fusion_weight"
-        raise exceptions.ValidationError({field: [f"fusion applies to hybrid search; it cannot be used with mode {mode}"]})
-    if weight is not None and fusion == rag.Fusion.RRF.value:
-        raise exceptions.ValidationError({"fusion_weight": ["fusion_weight applies to score fusion; this request asks for rrf"]})
-    return attrs
 
 
 class ChunkSerializer(serializers.Serializer):

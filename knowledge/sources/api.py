@@ -1,6 +1,6 @@
 """REST endpoints for sources: readers list and read; editors create, change, sync and remove.
 
-Bodies are closed (``config.serializers``); every refusal of the configuration is a 400 naming the
+Bodies are closed (``common.serializers``); every refusal of the configuration is a 400 naming the
 field (``kind``, ``config.url``, ``config.bucket``...) before anything is stored. Another tenant's
 source is 404. Secrets sent in ``config`` are stored encrypted and never returned: ``secrets``
 lists the names of those set.
@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
-from config.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictIntegerField, TenantField
+from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictIntegerField, TenantField
 from knowledge.sources.connectors.base import ConfigError
 from knowledge.sources.models import Source, SyncStatus
 from knowledge.sources.selectors import latest_syncs, source_list, source_status, sync_json

@@ -14,7 +14,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 from django_q.models import Schedule
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect
 
 from accounts.models import Membership
 from knowledge.models import Document
@@ -45,9 +45,15 @@ class Violations:
 
     def __init__(self, page: Page) -> None:
         self.messages: list[str] = []
-        page.on("console", lambda message: message.type == "error" and self.messages.append(message.text))
+        page.on("console", self._console)
         page.on("pageerror", lambda error: self.messages.append(f"pageerror: {error}"))
         page.on("response", lambda response: response.status >= 400 and self.messages.append(f"{response.status} {response.url}"))
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            # Chromium's "Failed to load resource" line names no URL; its location does.
+            where = message.location.get("url", "")
+            self.messages.append(f"{message.text} {where}".rstrip())
 
 
 def sign_in(context: BrowserContext, username: str) -> Page:

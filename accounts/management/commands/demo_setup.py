@@ -13,7 +13,7 @@ from django.db import transaction
 from accounts.models import Role
 from accounts.selectors import api_token_for_secret
 from accounts.services import api_token_create, membership_ensure, tenant_create, user_ensure
-from config.serve import banner
+from common.banner import banner
 
 
 class Command(BaseCommand):

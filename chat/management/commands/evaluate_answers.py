@@ -40,9 +40,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import Tenant
 from chat.models import ChatSession
-from chat.pipeline import answer_stream, retrieve
+from chat.pipeline import answer_stream
+from chat.retrieval import RetrievalOptions, retrieve
 from chat.services import chat_session_create
-from config.db import db_step
+from common.db import db_step
 
 PRINCIPAL = "evaluate-answers"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -145,7 +146,7 @@ class Command(BaseCommand):
         parts: list[str] = []
         completed: dict[str, Any] = {}
         try:
-            async with aclosing(answer_stream(session=session, prompt=prompt, graph_search=graph)) as events:
+            async with aclosing(answer_stream(session=session, prompt=prompt, options=RetrievalOptions.of(graph_search=graph))) as events:
                 async for event in events:
                     if event["event"] == "text_delta":
                         first = first or time.perf_counter()
@@ -156,7 +157,7 @@ class Command(BaseCommand):
                         raise CommandError(f"{query['_id']}: {event['data']['detail']}")
             end = time.perf_counter()
             retrieval_started = time.perf_counter()
-            await retrieve(tenant=tenant, prompt=prompt, graph=graph)
+            await retrieve(tenant=tenant, prompt=prompt, options=RetrievalOptions(graph=graph))
             retrieval_ms = 1000 * (time.perf_counter() - retrieval_started)
         finally:
             await db_step(lambda: ChatSession.objects.filter(pk=session.pk).delete())

@@ -94,13 +94,24 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+# The sentences of "database_unavailable" and "overloaded", HTTP or WebSocket (chat.events uses them too).
+DATABASE_UNAVAILABLE = "The database is not reachable. Try again shortly."
+OVERLOADED = "The server is busy: every database connection is in use. Try again shortly."
+DATABASE_ERRORS: dict[str, tuple[str, str]] = {
+    "unavailable": ("database_unavailable", DATABASE_UNAVAILABLE),
+    "overloaded": ("overloaded", OVERLOADED),
+}
+# Seconds a client should wait: a restart takes a few; a busy pool frees up within its timeout.
+RETRY_AFTER = {"unavailable": "5", "overloaded": "2"}
+
+
 def database_error_kind(exc: BaseException) -> DatabaseErrorKind | None:
     """``overloaded``, ``unavailable`` or None (the error is about the query, not about reaching the server).
 
     Django wraps the driver's exceptions (``django.db.OperationalError`` with the psycopg or
     pool exception as its cause), so the whole chain is examined.
     """
-    from django.db import InterfaceError, OperationalError  # here: config.db is imported by settings
+    from django.db import InterfaceError, OperationalError  # here: common.db is imported by settings
     from psycopg_pool import PoolTimeout, TooManyRequests
 
     for cause in _chain(exc):
