@@ -25,7 +25,6 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from accounts.models import Tenant
@@ -128,7 +127,7 @@ def document_ingest(
         _delete_files_on_commit([name for _, name in rows if name])
 
     def record() -> None:  # new rows included: the backend has just created them
-        Document.objects.filter(tenant=tenant, external_id__in=external_ids).update(requested_by=actor[:200], finished_at=Now())
+        Document.objects.filter(tenant=tenant, external_id__in=external_ids).mark_ingested(actor=actor)
 
     base = rag.tenant_service(tenant.slug, embedder=embedder)
     guarded = GuardedBackend(base.backend, before=supersede, after=record)
@@ -360,7 +359,7 @@ def document_cancel(*, documents: Iterable[Document], actor: str) -> CancelResul
             message = state.cancel_message(document, actor)
             live = Document.objects.filter(pk=document.pk).with_live_lease().exists()
             if document.status == DocumentStatus.PROCESSING and live:
-                Document.objects.filter(pk=document.pk).update(cancel_requested=True, error=message)
+                state.cancel_request(document.pk, error=message)
                 stopping += 1
             elif document.status in (DocumentStatus.QUEUED, DocumentStatus.PROCESSING):
                 state.fail_now(document, actor=actor, error=message, bump=False, cancelled=True)

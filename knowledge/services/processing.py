@@ -24,11 +24,10 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import DatabaseError, connection, transaction
-from django.db.models.functions import Now
 
 from knowledge import rag
 from knowledge.extraction import ExtractionError, extract
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk, Document, lease_renew
 from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker, chunker_output
 from knowledge.rag.types import Chunker, Embedder
@@ -229,16 +228,7 @@ def _worker_service(
             _quota_check(document, None, state.document_label(document), planned=planned, lock=True)  # type: ignore[arg-type]
 
     def after() -> None:
-        # The backend has just set status=ready with the new chunks, in this transaction.
-        done = Document.objects.filter(pk=document.pk, generation=document.generation).update(
-            lease_id="", lease_expires_at=None, finished_at=Now(), cancel_requested=False, phase="", eta_at=None,
-        )
-        if done:
-            landed.append(Outcome.READY)
-            return
-        # A newer request arrived while this one ran: what landed is superseded, go again.
-        state.requeue_now(document.pk)
-        landed.append(Outcome.REQUEUED)
+        landed.append(Outcome.READY if state.land(document) else Outcome.REQUEUED)
 
     # By default the tenant's embedding model (manage.py reembed may switch it while this runs: the
     # service then embeds again with the new one).
@@ -357,25 +347,16 @@ class _LeaseKeeper:
             connection.close()  # this thread's own connection
 
     def _beat(self) -> None:
-        table = Document._meta.db_table
         try:
-            with connection.cursor() as cursor:
-                # One statement renews the lease, writes progress and reads the cancel flag.
-                # GREATEST: progress on the row only moves forward, whatever this run reports.
-                cursor.execute(
-                    f"UPDATE {table} SET lease_expires_at = now() + make_interval(secs => %s), "
-                    "progress = GREATEST(progress, %s), phase = %s, phase_done = %s, phase_total = %s, "
-                    "eta_at = CASE WHEN %s::float8 IS NULL THEN NULL ELSE now() + make_interval(secs => %s::float8) END "
-                    "WHERE id = %s AND lease_id = %s RETURNING cancel_requested",
-                    [self.lease_seconds, round(self._progress, 4), self._phase, self._done_count, self._total_count,
-                     self._eta_seconds, self._eta_seconds, self.document_pk, self.lease_id],
-                )
-                row = cursor.fetchone()
+            cancel = lease_renew(
+                pk=self.document_pk, lease_id=self.lease_id, lease_seconds=self.lease_seconds, progress=self._progress,
+                phase=self._phase, done=self._done_count, total=self._total_count, eta_seconds=self._eta_seconds,
+            )
         except DatabaseError as exc:
             # Keep trying: if the database stays away the lease lapses and the work is reclaimed.
             logger.warning("lease heartbeat for document %s failed: %s", self.document_pk, exc)
             return
-        if row is None:
+        if cancel is None:
             self._stop = _LeaseLost
-        elif row[0]:
+        elif cancel:
             self._stop = _Cancelled

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models.functions import Now
 
-from knowledge.models import Document, DocumentStatus, from_now
+from knowledge.models import Document, DocumentStatus
 from knowledge.services import state
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def documents_reclaim() -> ReclaimResult:
             label = state.document_label(document)
             row = Document.objects.filter(pk=document.pk)
             if document.status == DocumentStatus.QUEUED:
-                row.update(lease_expires_at=from_now(state.requeue_after()))
+                row.mark_resent(requeue_after=state.requeue_after())
                 to_send.append(document.pk)
                 resent += 1
             elif document.cancel_requested:
@@ -65,13 +65,9 @@ def documents_reclaim() -> ReclaimResult:
                     f"time{'s' if document.attempts != 1 else ''} (killed, or out of memory). {state.previous_note(document)}"))
                 failed += 1
             else:
-                row.update(
-                    # progress stays: the next run re-uses the vectors this one stored and resumes there.
-                    status=DocumentStatus.QUEUED, lease_id="", lease_expires_at=from_now(state.requeue_after()), phase="", eta_at=None,
-                    queued_at=Now(), updated_at=Now(),
-                    error=(f"Attempt {document.attempts} of {max_attempts} on {label} was interrupted (the worker "
-                           "stopped); it is queued again and resumes where it stopped."),
-                )
+                row.mark_reclaimed(requeue_after=state.requeue_after(), error=(
+                    f"Attempt {document.attempts} of {max_attempts} on {label} was interrupted (the worker "
+                    "stopped); it is queued again and resumes where it stopped."))
                 to_send.append(document.pk)
                 requeued += 1
         state.enqueue_on_commit(to_send)

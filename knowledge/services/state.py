@@ -5,16 +5,17 @@ Status of a document (the latest request for it):
 - ``queued``: an upload, edit, re-index or retry is waiting for a worker.
 - ``processing``: a worker holds a *lease* on it (``lease_id``, ``lease_expires_at``) and
   renews it from a heartbeat while it extracts, chunks and embeds.
-- ``ready``: the requested version is indexed. The backend sets this in the same
-  transaction that swaps the chunks, so a reader never sees a half-indexed document.
+- ``ready``: the requested version is indexed. Set in the same transaction that swaps the
+  chunks (the backend calls ``mark_ready`` there), so a reader never sees a half-indexed document.
 - ``failed``: the request did not land; ``error`` says why in a sentence naming the file.
   Cancelled work ends here too. Previous chunks are never touched by a failure:
   ``version`` and ``chunk_count`` say what is still searchable.
 
 Every request bumps ``generation``; a worker that finishes an older generation re-queues
 the document in the same transaction, so concurrent requests end in the latest one.
-The transitions themselves are ``DocumentQuerySet`` methods (conditional UPDATEs); the
-functions here lock rows in a fixed order and enqueue the worker's task on commit.
+The transitions themselves, and nothing else, write status, lease and generation:
+``knowledge.models.lifecycle`` (conditional UPDATEs). The functions here decide when each
+runs, lock rows in a fixed order and enqueue the worker's task on commit.
 """
 
 from __future__ import annotations
@@ -94,6 +95,20 @@ def requeue_now(pk: int) -> None:
     """Release the lease and queue the document again for the request now on it."""
     Document.objects.filter(pk=pk).mark_queued(requeue_after=requeue_after())
     enqueue_on_commit([pk])
+
+
+def land(document: Document) -> bool:
+    """A worker's chunks for ``document`` (as claimed) have just landed, in this transaction: release its
+    lease and return True; or, when a newer request arrived while it ran, queue that one and return False."""
+    if Document.objects.filter(pk=document.pk).mark_landed(generation=document.generation):
+        return True
+    requeue_now(document.pk)
+    return False
+
+
+def cancel_request(pk: int, *, error: str) -> None:
+    """Ask the live worker on the document to stop; it fails the request with ``error`` when it does."""
+    Document.objects.filter(pk=pk).mark_cancel_requested(error=error)
 
 
 def fail_now(document: Document, *, actor: str, error: str, bump: bool = True, cancelled: bool = False) -> None:

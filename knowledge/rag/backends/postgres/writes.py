@@ -22,7 +22,7 @@ from django.db import connections, transaction
 
 from accounts.models import Tenant
 from knowledge.graph.store import GraphWriter, prepare_extraction
-from knowledge.models import DEFAULT_SEARCH_CONFIG
+from knowledge.models import DEFAULT_SEARCH_CONFIG, Document, DocumentStatus
 from knowledge.rag.backends.postgres.binary_copy import copy_chunks
 from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, impact_sql
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id, tenant_id as known_tenant_id
@@ -219,6 +219,8 @@ def replace(backend: PostgresBackend, namespace: str, documents: Sequence[Prepar
         _claim_embedding_model(cursor, namespace, tenant_id, ordered)
         doc_pks = _upsert_documents(cursor, tenant_id, ordered)
         pks = list(doc_pks.values())
+        # The status is the lifecycle's to write, in this transaction: the new chunks below land with it.
+        Document.objects.using(backend.using).filter(pk__in=pks).mark_ready()
         old_chunks = stats_remove(cursor, tenant_id, pks)
         cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {OF_DOCUMENTS}", [tenant_id, pks])
         copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline, config=config)
@@ -275,9 +277,11 @@ def _claim_embedding_model(cursor: Any, namespace: str, tenant_id: int, document
 
 
 def _upsert_documents(cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument]) -> dict[str, int]:
-    """Insert or update every document row in one statement; the upsert locks each row.
+    """Insert or update every document row's content in one statement; the upsert locks each row.
 
-    Rows are taken in ``external_id`` order, the lock order every ingest uses.
+    Rows are taken in ``external_id`` order, the lock order every ingest uses. Content only: a new
+    row starts as ``Document``'s defaults (queued, no error, no progress) and its status is written
+    by the lifecycle (``mark_ready``, the caller's next statement); ``version`` counts replacements.
     """
     columns: dict[str, list[object]] = {k: [] for k in ("ids", "titles", "uris", "texts", "metadata", "hashes", "counts", "models")}
     for prepared in documents:
@@ -296,18 +300,18 @@ def _upsert_documents(cursor: Any, tenant_id: int, documents: Sequence[PreparedD
             (tenant_id, external_id, title, uri, text, metadata, content_hash, source_file, source_name,
              status, error, progress, chunk_count, embedding_model, version, created_at, updated_at)
         SELECT %s, d.external_id, d.title, d.uri, d.text, d.metadata::jsonb, d.content_hash, '', '',
-               'ready', '', 1, d.chunk_count, d.embedding_model, 1, now(), now()
+               %s, '', 0, d.chunk_count, d.embedding_model, 1, now(), now()
         FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], %s::text[])
              AS d(external_id, title, uri, text, metadata, content_hash, chunk_count, embedding_model)
         ORDER BY d.external_id
         ON CONFLICT (tenant_id, external_id) DO UPDATE SET
             title = EXCLUDED.title, uri = EXCLUDED.uri, text = EXCLUDED.text, metadata = EXCLUDED.metadata,
-            content_hash = EXCLUDED.content_hash, status = 'ready', error = '', progress = 1,
+            content_hash = EXCLUDED.content_hash,
             chunk_count = EXCLUDED.chunk_count, embedding_model = EXCLUDED.embedding_model,
             version = knowledge_document.version + 1, updated_at = now()
         RETURNING external_id, id
         """,
-        [tenant_id, *columns.values()],
+        [tenant_id, DocumentStatus.QUEUED.value, *columns.values()],
     )
     return dict(cursor.fetchall())
 
