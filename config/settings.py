@@ -329,6 +329,9 @@ QUARRY_RAG_BACKEND: dict[str, object] = {
     },
 }
 QUARRY_CHUNKER: dict[str, object] = {"CLASS": "knowledge.rag.chunking.FixedSizeChunker", "OPTIONS": {}}
+# The knowledge graph, kept in step with the chunks inside the backend's write transactions. The graph
+# stands above knowledge.rag, which never imports it: the backend gets it from here by dotted path.
+QUARRY_CHUNK_INDEX_HOOK: dict[str, object] | None = {"CLASS": "knowledge.graph.indexing.GraphIndexHook", "OPTIONS": {}}
 
 # --- Document pipeline (knowledge.services, knowledge.tasks) ------------------------
 # Uploads over this many bytes fail at once with a reason, without being stored.

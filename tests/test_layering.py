@@ -223,12 +223,12 @@ def test_no_import_goes_against_the_dependency_direction() -> None:
 
 
 # The RAG layer's remaining edges to the graph (issue 32 item 2 lifts the graph above knowledge.rag and
-# empties this): the PostgreSQL backend's writes, graph reads and maintenance, and the types and service
-# that carry graph results. A new module of knowledge.rag importing knowledge.graph fails here.
+# empties this): the PostgreSQL backend's graph reads, and the types and service that carry graph
+# results. The graph's writes reach the backend as a ChunkIndexHook by dotted path (QUARRY_CHUNK_INDEX_HOOK).
+# A new module of knowledge.rag importing knowledge.graph fails here.
 RAG_MODULES_IMPORTING_THE_GRAPH = {
     "knowledge.rag", "knowledge.rag.types", "knowledge.rag.service", "knowledge.rag.backends.postgres.facade",
-    "knowledge.rag.backends.postgres.writes", "knowledge.rag.backends.postgres.graph_reads",
-    "knowledge.rag.backends.postgres.maintenance",
+    "knowledge.rag.backends.postgres.graph_reads",
 }
 
 

@@ -7,19 +7,20 @@ work to the module that answers it: ``writes``, ``plan`` (search), ``graph_reads
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
-from knowledge.graph.llm import LlmSpec
 from knowledge.graph.search import GraphParams
 from knowledge.graph.types import Neighborhood, Picture, Triplet
+from knowledge.rag import factory
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.backends.postgres import graph_reads, plan, writes
 from knowledge.rag.backends.postgres import sql as q
 from knowledge.rag.backends.postgres.bm25 import BM25_B, BM25_K1
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id, resolve
+from knowledge.rag.hooks import ChunkIndexHook
 from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, ResolvedNamespace, Stored, Trigger, Vector
 
 # Ingestions of up to this many chunks index them in their own transaction; larger ones
@@ -52,13 +53,16 @@ class PostgresBackend:
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS,
         graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None, extract_graph: bool = True,
         exact_max_chunks: int = EXACT_MAX_CHUNKS, create_namespaces: bool = False,
+        index_hook: ChunkIndexHook | None | Literal["default"] = factory.DEFAULT,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog (``Stored.backlog`` says so;
         the caller queues the indexer, ``maintenance.index_backlog``; search stays exact meanwhile).
 
-        ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``graph_llm_model``:
-        the LLM extractor's model id, whose cached triples extraction merges in (None: offline only;
-        ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
+        ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``index_hook``: what keeps
+        the knowledge graph in step with the chunks inside every write transaction (default: the one
+        ``QUARRY_CHUNK_INDEX_HOOK`` names, built for ``using``; None: no graph). ``graph_llm_model``: the
+        LLM extractor's model id handed to the default hook, whose cached triples extraction merges in
+        (None: offline only; ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
@@ -77,7 +81,9 @@ class PostgresBackend:
         self.exact_max_chunks = exact_max_chunks
         self.create_namespaces = create_namespaces
         self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
-        self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
+        self.index_hook = (
+            factory.chunk_index_hook(using=using, llm_model=graph_llm_model) if index_hook == factory.DEFAULT else index_hook
+        )
         self.extract_graph = extract_graph
         self.using = using
         self.inline_index_max_chunks = inline_index_max_chunks
