@@ -332,6 +332,8 @@ QUARRY_CHUNKER: dict[str, object] = {"CLASS": "knowledge.rag.chunking.FixedSizeC
 # The knowledge graph, kept in step with the chunks inside the backend's write transactions. The graph
 # stands above knowledge.rag, which never imports it: the backend gets it from here by dotted path.
 QUARRY_CHUNK_INDEX_HOOK: dict[str, object] | None = {"CLASS": "knowledge.graph.indexing.GraphIndexHook", "OPTIONS": {}}
+# Its reads (graph search, triplets, neighbours, pictures), which RAGService's graph methods delegate to.
+QUARRY_GRAPH_READS: dict[str, object] | None = {"CLASS": "knowledge.graph.service.PostgresGraphReads", "OPTIONS": {}}
 
 # --- Document pipeline (knowledge.services, knowledge.tasks) ------------------------
 # Uploads over this many bytes fail at once with a reason, without being stored.

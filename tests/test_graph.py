@@ -18,7 +18,7 @@ from knowledge import rag
 from knowledge.graph.extract import Gazetteer, extract, may_reference, normalize, own_names
 from knowledge.graph.search import GraphParams, fuse, query_names
 from knowledge.graph.store import GraphWriter, prepare_extraction
-from knowledge.graph.types import GraphCandidate
+from knowledge.rag.graph_types import GraphCandidate
 from knowledge.models import Chunk, Entity, Mention, Relation
 from knowledge.rag import RAGDocument
 from knowledge.rag.backends.postgres import PostgresBackend, maintenance

@@ -34,7 +34,8 @@ from knowledge.rag.errors import (
     RAGTypeError,
     RAGValidationError,
 )
-from knowledge.graph.types import Neighborhood, Picture, Triplet
+from knowledge.rag.graph_types import Neighborhood, Picture, Triplet
+from knowledge.rag.hooks import GraphReads
 from knowledge.rag.types import (
     Chunker,
     DocumentStore,
@@ -122,8 +123,12 @@ class RAGService:
         fusion: Fusion | str = Fusion.RRF,
         fusion_weight: float = DEFAULT_FUSION_WEIGHT,
         embedder_for_model: Callable[[str], Embedder | None] | None = None,
+        graph_reads: GraphReads | None = None,
     ) -> None:
-        """``embedder_for_model``, when given, makes the service follow the namespace's model: before
+        """``graph_reads``: the knowledge graph's reads (``knowledge.rag.hooks.GraphReads``) the graph
+        methods delegate to; None, or reads that do not serve ``backend``: no graph (``has_graph``).
+
+        ``embedder_for_model``, when given, makes the service follow the namespace's model: before
         each ingest and search it asks the backend which model the namespace's vectors are in
         (``resolution``: the backend's ``resolve_namespace``, an optional capability) and embeds with
         ``embedder_for_model(model id)``; ``embedder`` then serves a namespace without vectors."""
@@ -150,6 +155,7 @@ class RAGService:
         self.fusion = Fusion.parse(fusion)
         self.fusion_weight = check_fusion_weight(fusion_weight)
         self._embedder_for_model = embedder_for_model
+        self.graph_reads = graph_reads
         self._default_embedder = embedder
         self._namespace_model: str | None = None  # as last looked up, when following it
         self._started = False
@@ -409,17 +415,17 @@ class RAGService:
         deeper = dataclasses.replace(query, limit=min(cap, 2 * query.limit + 8))
         return _readable(_recheck_hits(deeper, await self.backend.search(deeper)), self.embedder)[: query.limit]
 
-    # --- the knowledge graph (an optional capability of the backend) ---------------------------
+    # --- the knowledge graph (``graph_reads``, over the backend) ---------------------------------
 
     @property
     def has_graph(self) -> bool:
-        """Whether the backend keeps a knowledge graph (the PostgreSQL backend does; the memory one does not)."""
-        return callable(getattr(self.backend, "graph_search", None))
+        """Whether the graph's reads serve the backend (the PostgreSQL backend keeps a graph; the memory one does not)."""
+        return self.graph_reads is not None and self.graph_reads.serves(self.backend)
 
-    def _graph_backend(self) -> Any:
-        if not self.has_graph:
+    def _graph_reads(self) -> GraphReads:
+        if self.graph_reads is None or not self.has_graph:
             raise ConfigurationError(f"graph search needs a backend with a knowledge graph; {type(self.backend).__name__} has none")
-        return self.backend
+        return self.graph_reads
 
     async def _query(self, text: str, *, limit: int, filters: Filters | None, min_score: float | None = None,
                      rrf_k: int | None = None, graph: bool = False, fusion: Fusion = Fusion.RRF,
@@ -452,7 +458,7 @@ class RAGService:
         The result also says what the leg went through (``leg.nodes``, ``leg.relations``).
         Needs an embedder (hybrid search) and a backend with a graph (``ConfigurationError`` otherwise).
         """
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         if self.embedder is None:
             raise ConfigurationError("graph search joins hybrid search, which needs an embedder; this service has none")
         query = await self._query(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k, graph=True,
@@ -460,38 +466,38 @@ class RAGService:
                                   fusion_weight=self.fusion_weight if fusion_weight is None else check_fusion_weight(fusion_weight))
         if not self._started:
             await self.start()
-        result = await backend.graph_search(query)
+        result = await reads.search(self.backend, query)
         if not isinstance(result, GraphSearchResult):
-            raise BackendContractError(f"backend graph_search returned {type(result).__name__}, expected GraphSearchResult")
+            raise BackendContractError(f"graph search returned {type(result).__name__}, expected GraphSearchResult")
         _recheck_hits(query, result.hits)
         return result
 
     async def graph_triplets(self, text: str, limit: int = 10, filters: Filters | None = None) -> list[Triplet]:
         """Relations the knowledge graph holds about ``text``'s entities and its top hits', best first,
         each with the chunk that states it (``Triplet.chunk_id``)."""
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         query = await self._query(text, limit=limit, filters=filters)
         if not self._started:
             await self.start()
-        return list(await backend.graph_triplets(query))
+        return list(await reads.triplets(self.backend, query))
 
     async def graph_neighbors(self, entity: str, limit: int = 10) -> Neighborhood:
         """The entity named ``entity`` (exactly, else the most mentioned whose name starts so), the chunks
         about it, and its neighbours with the chunks that link them."""
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         name = check_text("entity", entity, limits.MAX_QUERY_CHARS)
         check_limit(limit)
         if not self._started:
             await self.start()
-        return await backend.graph_neighbors(self.namespace, name, limit=limit)
+        return await reads.neighbors(self.backend, self.namespace, name, limit=limit)
 
     async def graph_picture(self, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
         """How these chunks connect through the entities they mention (``expand``: with other documents' chunks)."""
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_LIMIT)
         if not self._started:
             await self.start()
-        return await backend.graph_picture(self.namespace, ids, expand=expand)
+        return await reads.picture(self.backend, self.namespace, ids, expand=expand)
 
     async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
         """The chunks with these ids, in the requested order; unknown ids are omitted."""

@@ -15,7 +15,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from knowledge.graph.types import GraphLeg
+from knowledge.rag.graph_types import GraphLeg
 from knowledge.rag import limits
 from knowledge.rag.errors import RAGTypeError, RAGValidationError
 
