@@ -368,7 +368,7 @@ QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = env_bool("QUARRY_CHAT_RETRIEVAL_GRAPH_SEARC
 # A passage found only by semantic search is used when its cosine similarity reaches this
 # (0..1); keyword matches always count. Semantic search always returns *something*.
 # Semantic-only passages below this cosine are not used. Unset: the embedding model's own floor
-# (knowledge.rag.types.relevance_floor: MiniLM 0.30, bge-small 0.60), since models spread cosines differently.
+# (knowledge.rag.protocols.relevance_floor: MiniLM 0.30, bge-small 0.60), since models spread cosines differently.
 QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY: float | None = (
     env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY", 0.3, minimum=0.0, maximum=1.0)
     if (env_str("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY") or "").strip() else None

@@ -44,16 +44,11 @@ from knowledge.rag.factory import default_embedder, graph_reads, tenant_embedder
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.scripts import reads, script_of
+from knowledge.rag.protocols import Chunker, DocumentStore, Embedder, EmbeddingCache, EmbeddingModels, RAGBackend
 from knowledge.rag.types import (
-    Chunker,
-    DocumentStore,
-    Embedder,
-    EmbeddingCache,
-    EmbeddingModels,
     FilterValue,
     Fusion,
     GraphSearchResult,
-    RAGBackend,
     RAGChunk,
     RAGDocument,
     RAGHit,

@@ -33,7 +33,7 @@ from django.utils.module_loading import import_string
 from knowledge.rag.errors import ConfigurationError
 from knowledge.rag.hooks import ChunkIndexHook, GraphReads
 from knowledge.rag.service import RAGService
-from knowledge.rag.types import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
+from knowledge.rag.protocols import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
 
 PROVIDER_SETTINGS = (
     "QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR", "QUARRY_EMBEDDING_MODEL", "LOCAL_EMBEDDERS",
