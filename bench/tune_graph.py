@@ -33,7 +33,7 @@ def main() -> None:
 
     from knowledge import rag
     from knowledge.evaluation import ndcg_at_k, read_jsonl, read_qrels, recall_at_k
-    from knowledge.graph.search import GraphParams
+    from knowledge.graph.service import PostgresGraphReads
     from knowledge.rag.backends.postgres import PostgresBackend
 
     qrels = read_qrels(args.folder / args.qrels)
@@ -44,7 +44,7 @@ def main() -> None:
     settings = [None] + [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     rows = []
     for options in settings:
-        backend = PostgresBackend(graph=GraphParams(**options) if options is not None else None)
+        backend = PostgresBackend(graph=options)
         ndcg, r5, r10, complete, times = [], [], [], [], []
         for (query_id, text), vector in zip(queries, vectors, strict=True):
             norm = sum(x * x for x in vector) ** 0.5
@@ -52,7 +52,8 @@ def main() -> None:
                                  embedding_model=embedder.model_id, graph=options is not None,  # type: ignore[union-attr]
                                  fusion=args.fusion)
             started = time.perf_counter()
-            hits = async_to_sync(backend.search)(query)
+            hits = (async_to_sync(PostgresGraphReads().search)(backend, query).hits if options is not None
+                    else async_to_sync(backend.search)(query))
             times.append((time.perf_counter() - started) * 1000)
             ranked = list(dict.fromkeys(h.chunk.document_id for h in hits))
             judged = qrels[query_id]

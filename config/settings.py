@@ -329,6 +329,11 @@ QUARRY_RAG_BACKEND: dict[str, object] = {
     },
 }
 QUARRY_CHUNKER: dict[str, object] = {"CLASS": "knowledge.rag.chunking.FixedSizeChunker", "OPTIONS": {}}
+# The knowledge graph, kept in step with the chunks inside the backend's write transactions. The graph
+# stands above knowledge.rag, which never imports it: the backend gets it from here by dotted path.
+QUARRY_CHUNK_INDEX_HOOK: dict[str, object] | None = {"CLASS": "knowledge.graph.indexing.GraphIndexHook", "OPTIONS": {}}
+# Its reads (graph search, triplets, neighbours, pictures), which RAGService's graph methods delegate to.
+QUARRY_GRAPH_READS: dict[str, object] | None = {"CLASS": "knowledge.graph.service.PostgresGraphReads", "OPTIONS": {}}
 
 # --- Document pipeline (knowledge.services, knowledge.tasks) ------------------------
 # Uploads over this many bytes fail at once with a reason, without being stored.
@@ -363,7 +368,7 @@ QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH = env_bool("QUARRY_CHAT_RETRIEVAL_GRAPH_SEARC
 # A passage found only by semantic search is used when its cosine similarity reaches this
 # (0..1); keyword matches always count. Semantic search always returns *something*.
 # Semantic-only passages below this cosine are not used. Unset: the embedding model's own floor
-# (knowledge.rag.types.relevance_floor: MiniLM 0.30, bge-small 0.60), since models spread cosines differently.
+# (knowledge.rag.protocols.relevance_floor: MiniLM 0.30, bge-small 0.60), since models spread cosines differently.
 QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY: float | None = (
     env_float("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY", 0.3, minimum=0.0, maximum=1.0)
     if (env_str("QUARRY_CHAT_RETRIEVAL_MIN_SIMILARITY") or "").strip() else None

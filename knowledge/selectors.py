@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.models import Tenant
 from knowledge import rag
-from knowledge.rag.types import declared_dimension, embedder_model_id
+from knowledge.rag.protocols import declared_dimension, embedder_model_id
 from knowledge.models import Chunk, CorpusStat, Document, DocumentStatus, Entity, Mention, Relation
 
 

@@ -18,7 +18,7 @@ from knowledge import rag
 from knowledge.graph.extract import Gazetteer, extract, may_reference, normalize, own_names
 from knowledge.graph.search import GraphParams, fuse, query_names
 from knowledge.graph.store import GraphWriter, prepare_extraction
-from knowledge.graph.types import GraphCandidate
+from knowledge.rag.graph_types import GraphCandidate
 from knowledge.models import Chunk, Entity, Mention, Relation
 from knowledge.rag import RAGDocument
 from knowledge.rag.backends.postgres import PostgresBackend, maintenance
@@ -398,6 +398,25 @@ def test_graph_search_without_a_graph_or_an_embedder() -> None:
         run(rag.memory(BagOfWordsEmbedder(), namespace="acme").graph_search, "words")
     with pytest.raises(rag.RAGValidationError, match="graph_search"):
         run(service().search, "words", mode="keyword", graph=True)
+
+
+@pytest.mark.django_db
+def test_without_the_graph_settings_chunks_get_no_graph_and_services_no_graph_search(settings: Any) -> None:
+    """The graph reaches knowledge.rag only through its two settings (QUARRY_CHUNK_INDEX_HOOK, QUARRY_GRAPH_READS)."""
+    tenant = make_tenant("acme")
+    settings.QUARRY_CHUNK_INDEX_HOOK = None
+    settings.QUARRY_GRAPH_READS = None
+    svc = service()
+    assert svc.backend.index_hook is None and not svc.has_graph  # type: ignore[attr-defined]
+    run(svc.ingest, [doc("hello"), doc("snow")])
+    assert not Mention.objects.filter(tenant=tenant).exists() and not Entity.objects.filter(tenant=tenant).exists()
+    assert maintenance.rebuild_graph(svc.backend, "acme") == 0  # type: ignore[arg-type]
+    with pytest.raises(rag.ConfigurationError, match="knowledge graph"):
+        run(svc.graph_search, "Hank Snow")
+    # A class that takes the database alias but is no ChunkIndexHook: refused when the backend is built.
+    settings.QUARRY_CHUNK_INDEX_HOOK = {"CLASS": "knowledge.rag.backends.postgres.PostgresBackend", "OPTIONS": {"index_hook": None}}
+    with pytest.raises(rag.ConfigurationError, match="is not a ChunkIndexHook"):
+        PostgresBackend()
 
 
 @pytest.mark.django_db

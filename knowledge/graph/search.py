@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.graph.extract import MAX_REFERENCE_TOKENS, STOP_WORDS, deaccent, normalize
-from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
+from knowledge.rag.graph_types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
 
 MAX_QUERY_NGRAM = MAX_REFERENCE_TOKENS  # a query names what the gazetteer holds
 _WORD = re.compile(r"[^\W_]+")

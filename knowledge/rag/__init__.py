@@ -39,21 +39,16 @@ from knowledge.rag.errors import (
     RAGTypeError,
     RAGValidationError,
 )
-from knowledge.graph.types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
-from knowledge.rag.factory import default_embedder, tenant_embedder, tenant_service
+from knowledge.rag.graph_types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
+from knowledge.rag.factory import default_embedder, graph_reads, tenant_embedder, tenant_service
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.scripts import reads, script_of
+from knowledge.rag.protocols import Chunker, DocumentStore, Embedder, EmbeddingCache, EmbeddingModels, RAGBackend
 from knowledge.rag.types import (
-    Chunker,
-    DocumentStore,
-    Embedder,
-    EmbeddingCache,
-    EmbeddingModels,
     FilterValue,
     Fusion,
     GraphSearchResult,
-    RAGBackend,
     RAGChunk,
     RAGDocument,
     RAGHit,
@@ -104,7 +99,8 @@ def service(
     """A service over any backend of the seed's ``RAGBackend`` contract (``fusion``: hybrid search's default, ``Fusion``;
     ``embedder_for_model``: follow the namespace's embedding model, see ``RAGService``)."""
     return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank,
-                      fusion=fusion, fusion_weight=fusion_weight, embedder_for_model=embedder_for_model)
+                      fusion=fusion, fusion_weight=fusion_weight, embedder_for_model=embedder_for_model,
+                      graph_reads=graph_reads())
 
 
 def postgres(

@@ -6,7 +6,12 @@ Three settings name a class by dotted path and its keyword options, the way Djan
 - ``QUARRY_RAG_BACKEND``: the backend (the Django-model PostgreSQL backend by default),
 - ``QUARRY_EMBEDDER``: the embedder, or None for keyword search only,
 - ``QUARRY_CHUNKER``: the chunker,
-- ``QUARRY_GRAPH_EXTRACTOR``: the knowledge graph's optional LLM extractor (a completer), or None.
+- ``QUARRY_GRAPH_EXTRACTOR``: the knowledge graph's optional LLM extractor (a completer), or None,
+- ``QUARRY_CHUNK_INDEX_HOOK``: what the backend calls inside its write transactions to keep the
+  knowledge graph in step with the chunks (``knowledge.rag.hooks.ChunkIndexHook``), or None; built
+  per backend (``chunk_index_hook``), since its options include the backend's database alias,
+- ``QUARRY_GRAPH_READS``: the knowledge graph's reads that ``RAGService``'s graph methods delegate to
+  (``knowledge.rag.hooks.GraphReads``), or None for no graph search.
 
 Each is built on first use and shared by every service of the process: the local
 model's inference session and the backend's pgvector probe are paid once, not per
@@ -26,11 +31,13 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from knowledge.rag.errors import ConfigurationError
+from knowledge.rag.hooks import ChunkIndexHook, GraphReads
 from knowledge.rag.service import RAGService
-from knowledge.rag.types import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
+from knowledge.rag.protocols import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
 
 PROVIDER_SETTINGS = (
     "QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR", "QUARRY_EMBEDDING_MODEL", "LOCAL_EMBEDDERS",
+    "QUARRY_CHUNK_INDEX_HOOK", "QUARRY_GRAPH_READS",
 )
 
 _built: dict[str, Any] = {}
@@ -91,6 +98,35 @@ def chunker() -> Chunker:
 def graph_extractor() -> Any:
     """The process's LLM graph extractor (``QUARRY_GRAPH_EXTRACTOR``, a ``knowledge.graph.llm.Completer``), or None when off."""
     return _provider("QUARRY_GRAPH_EXTRACTOR")
+
+
+def graph_reads() -> GraphReads | None:
+    """The process's graph reads (``QUARRY_GRAPH_READS``), or None when graph search is off or Django
+    is not configured (the memory backend's plain-Python use keeps no graph anyway)."""
+    if not settings.configured:
+        return None
+    reads = _provider("QUARRY_GRAPH_READS")
+    if reads is not None and not isinstance(reads, GraphReads):
+        raise ConfigurationError(f"QUARRY_GRAPH_READS: {type(reads).__name__} is not a GraphReads (serves, search, triplets, ...)")
+    return reads
+
+
+def chunk_index_hook(*, using: str, llm_model: str | None = None) -> ChunkIndexHook | None:
+    """A new hook of ``QUARRY_CHUNK_INDEX_HOOK`` for a backend on database ``using`` (None: the setting is None).
+
+    Not shared: each backend gets its own, given its alias and the LLM extractor's model (``llm_model``)
+    on top of the setting's options. Raises ``ConfigurationError`` for what is not a ``ChunkIndexHook``.
+    """
+    spec = settings.QUARRY_CHUNK_INDEX_HOOK
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        raise ConfigurationError(f"QUARRY_CHUNK_INDEX_HOOK must be {{'CLASS': 'dotted.path', 'OPTIONS': {{...}}}} or None, got {spec!r}")
+    options = {**dict(spec.get("OPTIONS") or {}), "using": using, **({"llm_model": llm_model} if llm_model else {})}
+    hook = build({**spec, "OPTIONS": options}, setting="QUARRY_CHUNK_INDEX_HOOK")
+    if not isinstance(hook, ChunkIndexHook):
+        raise ConfigurationError(f"QUARRY_CHUNK_INDEX_HOOK: {type(hook).__name__} is not a ChunkIndexHook (prepare, apply, rebuild)")
+    return hook
 
 
 def _model_id(embedder: Embedder | None) -> str | None:
@@ -164,7 +200,7 @@ def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["defau
     chosen = default_embedder() if follow else embedder
     return RAGService(backend(), embedder=chosen, chunker=chunker(), namespace=namespace,
                       fusion=settings.QUARRY_HYBRID_FUSION, fusion_weight=settings.QUARRY_HYBRID_FUSION_WEIGHT,
-                      embedder_for_model=embedder_for_model if follow else None)
+                      embedder_for_model=embedder_for_model if follow else None, graph_reads=graph_reads())
 
 
 @receiver(setting_changed)

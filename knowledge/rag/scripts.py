@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from knowledge.rag.types import innermost
+from knowledge.rag.protocols import innermost
 
 Script = Literal["latin", "cjk", "other"]
 

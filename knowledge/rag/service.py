@@ -17,36 +17,35 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypedDict, Unpack
+from typing import Self, TypedDict, Unpack
 
 from knowledge.rag import limits
-from knowledge.rag.chunking import FixedSizeChunker, chunker_output, locate
+from knowledge.rag.chunking import FixedSizeChunker
+from knowledge.rag.checks import (
+    check_documents,
+    check_ids,
+    check_trigger,
+    document_store,
+    is_sequence,
+    plan_documents,
+    prepared_chunks,
+    readable,
+    recheck_hits,
+)
 from knowledge.rag.fusion import FUSION_DEPTH
 from knowledge.rag.scripts import reads, scripts_read_by
-from knowledge.rag.errors import (
-    BackendContractError,
-    ConfigurationError,
-    EmbedderError,
-    EmbeddingModelChanged,
-    RAGTypeError,
-    RAGValidationError,
-)
-from knowledge.graph.types import Neighborhood, Picture, Triplet
+from knowledge.rag.errors import BackendContractError, ConfigurationError, EmbeddingModelChanged, RAGValidationError
+from knowledge.rag.graph_types import Neighborhood, Picture, Triplet
+from knowledge.rag.hooks import GraphReads
+from knowledge.rag.protocols import Chunker, Embedder, NamespaceResolver, RAGBackend, Reranking, embedder_model_id
 from knowledge.rag.types import (
-    Chunker,
-    DocumentStore,
-    Embedder,
-    EmbedKind,
     DEFAULT_FUSION_WEIGHT,
     Filters,
     Fusion,
     GraphSearchResult,
-    PreparedChunk,
     PreparedDocument,
-    RAGBackend,
     RAGChunk,
     RAGDocument,
     RAGHit,
@@ -60,20 +59,12 @@ from knowledge.rag.types import (
     check_identifier,
     check_limit,
     check_text,
-    check_vector,
     content_hash,
-    declared_dimension,
-    derived_dimension,
-    embedder_label,
-    embedder_model_id,
     embedding_input,
-    takes_keyword,
 )
+from knowledge.rag.vectors import ServiceEmbedding
 
 Namespace = str | Callable[[], str]
-
-# Texts per embedding call when the caller follows progress (embedders without a batch_size).
-PROGRESS_BATCH = 32
 
 BACKEND_METHODS = ("start", "close", "replace", "delete", "fetch", "search")
 
@@ -91,16 +82,7 @@ class IngestOptions(TypedDict, total=False):
     on_counts: Callable[[int, int], None] | None
 
 
-class _Piece:
-    """One chunk of a planned ingestion: its text and offsets in the document (None: not a slice)."""
-
-    __slots__ = ("end", "start", "text")
-
-    def __init__(self, text: str, start: int | None, end: int | None) -> None:
-        self.text, self.start, self.end = text, start, end
-
-
-class RAGService:
+class RAGService(ServiceEmbedding):
     """Ingest, search, fetch and delete chunks in one namespace.
 
     ``namespace`` is a fixed string or a zero-argument callable resolved on every
@@ -122,8 +104,12 @@ class RAGService:
         fusion: Fusion | str = Fusion.RRF,
         fusion_weight: float = DEFAULT_FUSION_WEIGHT,
         embedder_for_model: Callable[[str], Embedder | None] | None = None,
+        graph_reads: GraphReads | None = None,
     ) -> None:
-        """``embedder_for_model``, when given, makes the service follow the namespace's model: before
+        """``graph_reads``: the knowledge graph's reads (``knowledge.rag.hooks.GraphReads``) the graph
+        methods delegate to; None, or reads that do not serve ``backend``: no graph (``has_graph``).
+
+        ``embedder_for_model``, when given, makes the service follow the namespace's model: before
         each ingest and search it asks the backend which model the namespace's vectors are in
         (``resolution``: the backend's ``resolve_namespace``, an optional capability) and embeds with
         ``embedder_for_model(model id)``; ``embedder`` then serves a namespace without vectors."""
@@ -150,6 +136,7 @@ class RAGService:
         self.fusion = Fusion.parse(fusion)
         self.fusion_weight = check_fusion_weight(fusion_weight)
         self._embedder_for_model = embedder_for_model
+        self.graph_reads = graph_reads
         self._default_embedder = embedder
         self._namespace_model: str | None = None  # as last looked up, when following it
         self._started = False
@@ -193,16 +180,15 @@ class RAGService:
         namespace = self.namespace
         if self._resolved is not None and self._resolved.slug == namespace and not refresh:
             return self._resolved
-        lookup = getattr(self.backend, "resolve_namespace", None)
-        if callable(lookup):
-            self._resolved = await lookup(namespace)
+        if isinstance(self.backend, NamespaceResolver):
+            self._resolved = await self.backend.resolve_namespace(namespace)
         return self._resolved if self._resolved is not None and self._resolved.slug == namespace else None
 
     async def follow_namespace_model(self, *, refresh: bool = False) -> None:
         """Embed with the namespace's model from now on (see ``embedder_for_model``; searches and ingests
         call it themselves: call it to know ``embedder`` before either). The model is the namespace's as
         resolved (``resolution``); ``refresh`` asks the backend again (an ingest that raced a model switch)."""
-        if self._embedder_for_model is None or not callable(getattr(self.backend, "resolve_namespace", None)):
+        if self._embedder_for_model is None or not isinstance(self.backend, NamespaceResolver):
             return
         resolved = await self.resolution(refresh=refresh)
         model = resolved.model if resolved is not None else ""
@@ -261,24 +247,24 @@ class RAGService:
         are computed, and ``cached_embeddings`` gives them back to a later attempt: work
         interrupted half-way resumes instead of starting over.
         """
-        docs = _check_documents(documents)
-        planned = self._plan(docs)
+        docs = check_documents(documents)
+        planned = plan_documents(self.chunker, docs)
         namespace = self.namespace
         ids = [d.id for d in docs]
         if len(set(ids)) != len(ids):
             dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise RAGValidationError("documents", f"document ids must be unique ids within one request; repeated: {', '.join(dupes)}")
-        _check_trigger(trigger)
+        check_trigger(trigger)
         total_chunks = sum(len(pieces) for _, pieces in planned)
         if not self._started:
             await self.start()
 
         await self.follow_namespace_model()
         vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
-        store = _document_store(self.backend)
+        store = document_store(self.backend)
         if store is not None:
             prepared = [
-                PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)),
+                PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(prepared_chunks(doc, pieces, vectors, model_id)),
                                  namespace_model=self._namespace_model)
                 for doc, pieces in planned
             ]
@@ -292,7 +278,7 @@ class RAGService:
                 await self.follow_namespace_model(refresh=True)
                 vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
                 prepared = [
-                    PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(_prepared_chunks(doc, pieces, vectors, model_id)),
+                    PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(prepared_chunks(doc, pieces, vectors, model_id)),
                                  namespace_model=self._namespace_model)
                     for doc, pieces in planned
                 ]
@@ -320,12 +306,12 @@ class RAGService:
         backends do, through ``delete_documents``); None for a backend of the seed's
         contract alone, whose ``delete`` reports nothing.
         """
-        ids = _check_ids(document_ids, "document_ids", limits.DOCUMENT_ID_RE, "document id", limits.MAX_DOCUMENTS_PER_INGEST)
+        ids = check_ids(document_ids, "document_ids", limits.DOCUMENT_ID_RE, "document id", limits.MAX_DOCUMENTS_PER_INGEST)
         namespace = self.namespace
-        _check_trigger(trigger)
+        check_trigger(trigger)
         if not self._started:
             await self.start()
-        store = _document_store(self.backend)
+        store = document_store(self.backend)
         self._resolved = None  # the namespace's size changes
         if store is not None:
             return await store.delete_documents(namespace, ids, actor=actor, trigger=trigger)
@@ -395,31 +381,31 @@ class RAGService:
         wants_rerank = self.rerank if rerank is None else bool(rerank)
         query = RAGQuery(
             probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
-            vector=vector, rrf_k=probe.rrf_k, rerank=wants_rerank and getattr(self.backend, "supports_rerank", False) is True,
+            vector=vector, rrf_k=probe.rrf_k, rerank=wants_rerank and isinstance(self.backend, Reranking) and self.backend.supports_rerank is True,
             embedding_model=model_id, fusion=chosen_fusion, fusion_weight=chosen_weight, resolved=resolved,
         )
         if not self._started:
             await self.start()
         if vector is None or scripts_read_by(self.embedder) is None:
-            return _recheck_hits(query, await self.backend.search(query))
-        # A deeper page has the same order, so read one deep enough to make up for the hits _readable
+            return recheck_hits(query, await self.backend.search(query))
+        # A deeper page has the same order, so read one deep enough to make up for the hits readable
         # leaves out: semantic search ranks by cosine alone, and hybrid search fuses its legs' top
         # FUSION_DEPTH whatever the page's size up to that depth.
         cap = limits.MAX_LIMIT if mode is SearchMode.SEMANTIC else max(query.limit, FUSION_DEPTH)
         deeper = dataclasses.replace(query, limit=min(cap, 2 * query.limit + 8))
-        return _readable(_recheck_hits(deeper, await self.backend.search(deeper)), self.embedder)[: query.limit]
+        return readable(recheck_hits(deeper, await self.backend.search(deeper)), self.embedder)[: query.limit]
 
-    # --- the knowledge graph (an optional capability of the backend) ---------------------------
+    # --- the knowledge graph (``graph_reads``, over the backend) ---------------------------------
 
     @property
     def has_graph(self) -> bool:
-        """Whether the backend keeps a knowledge graph (the PostgreSQL backend does; the memory one does not)."""
-        return callable(getattr(self.backend, "graph_search", None))
+        """Whether the graph's reads serve the backend (the PostgreSQL backend keeps a graph; the memory one does not)."""
+        return self.graph_reads is not None and self.graph_reads.serves(self.backend)
 
-    def _graph_backend(self) -> Any:
-        if not self.has_graph:
+    def _graph_reads(self) -> GraphReads:
+        if self.graph_reads is None or not self.has_graph:
             raise ConfigurationError(f"graph search needs a backend with a knowledge graph; {type(self.backend).__name__} has none")
-        return self.backend
+        return self.graph_reads
 
     async def _query(self, text: str, *, limit: int, filters: Filters | None, min_score: float | None = None,
                      rrf_k: int | None = None, graph: bool = False, fusion: Fusion = Fusion.RRF,
@@ -452,7 +438,7 @@ class RAGService:
         The result also says what the leg went through (``leg.nodes``, ``leg.relations``).
         Needs an embedder (hybrid search) and a backend with a graph (``ConfigurationError`` otherwise).
         """
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         if self.embedder is None:
             raise ConfigurationError("graph search joins hybrid search, which needs an embedder; this service has none")
         query = await self._query(text, limit=limit, filters=filters, min_score=min_score, rrf_k=rrf_k, graph=True,
@@ -460,47 +446,47 @@ class RAGService:
                                   fusion_weight=self.fusion_weight if fusion_weight is None else check_fusion_weight(fusion_weight))
         if not self._started:
             await self.start()
-        result = await backend.graph_search(query)
+        result = await reads.search(self.backend, query)
         if not isinstance(result, GraphSearchResult):
-            raise BackendContractError(f"backend graph_search returned {type(result).__name__}, expected GraphSearchResult")
-        _recheck_hits(query, result.hits)
+            raise BackendContractError(f"graph search returned {type(result).__name__}, expected GraphSearchResult")
+        recheck_hits(query, result.hits)
         return result
 
     async def graph_triplets(self, text: str, limit: int = 10, filters: Filters | None = None) -> list[Triplet]:
         """Relations the knowledge graph holds about ``text``'s entities and its top hits', best first,
         each with the chunk that states it (``Triplet.chunk_id``)."""
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         query = await self._query(text, limit=limit, filters=filters)
         if not self._started:
             await self.start()
-        return list(await backend.graph_triplets(query))
+        return list(await reads.triplets(self.backend, query))
 
     async def graph_neighbors(self, entity: str, limit: int = 10) -> Neighborhood:
         """The entity named ``entity`` (exactly, else the most mentioned whose name starts so), the chunks
         about it, and its neighbours with the chunks that link them."""
-        backend = self._graph_backend()
+        reads = self._graph_reads()
         name = check_text("entity", entity, limits.MAX_QUERY_CHARS)
         check_limit(limit)
         if not self._started:
             await self.start()
-        return await backend.graph_neighbors(self.namespace, name, limit=limit)
+        return await reads.neighbors(self.backend, self.namespace, name, limit=limit)
 
     async def graph_picture(self, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
         """How these chunks connect through the entities they mention (``expand``: with other documents' chunks)."""
-        backend = self._graph_backend()
-        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_LIMIT)
+        reads = self._graph_reads()
+        ids = check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_LIMIT)
         if not self._started:
             await self.start()
-        return await backend.graph_picture(self.namespace, ids, expand=expand)
+        return await reads.picture(self.backend, self.namespace, ids, expand=expand)
 
     async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
         """The chunks with these ids, in the requested order; unknown ids are omitted."""
-        ids = _check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_FETCH_IDS)
+        ids = check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_FETCH_IDS)
         namespace = self.namespace
         if not self._started:
             await self.start()
         chunks = await self.backend.fetch(namespace, tuple(dict.fromkeys(ids)))
-        if not _is_sequence(chunks):
+        if not is_sequence(chunks):
             raise BackendContractError(f"backend fetch returned {type(chunks).__name__}, expected a sequence of RAGChunk")
         wanted = set(ids)
         by_id: dict[str, RAGChunk] = {}
@@ -513,309 +499,3 @@ class RAGService:
                 raise BackendContractError(f"backend returned chunk {chunk.chunk_id} that was not requested")
             by_id[chunk.chunk_id] = chunk
         return tuple(by_id[i] for i in dict.fromkeys(ids) if i in by_id)
-
-    # --- internals -------------------------------------------------------------
-
-    def _plan(self, docs: list[RAGDocument]) -> list[tuple[RAGDocument, list[_Piece]]]:
-        """Each document's chunks with their offsets, checked: the seed's bounds (characters per
-        chunk, then chunks per request), then the rest (types, empty chunks, NUL characters)."""
-        outputs: list[tuple[RAGDocument, list[object], list[tuple[int, int]] | None]] = []
-        complete = True
-        read = 0
-        for doc in docs:
-            if read > limits.MAX_CHUNKS_PER_INGEST:
-                complete = False  # already over the bound: the rest cannot bring it back
-                break
-            pieces, spans, whole = chunker_output(self.chunker, doc, limits.MAX_CHUNKS_PER_INGEST + 1 - read)
-            complete = complete and whole
-            read += len(pieces)
-            outputs.append((doc, pieces, spans))
-        for doc, pieces, _ in outputs:
-            for index, piece in enumerate(pieces):
-                if isinstance(piece, str) and len(piece) > limits.MAX_CHARS_PER_CHUNK:
-                    raise RAGValidationError(
-                        f"documents[{doc.id}].chunks[{index}]", f"at most {limits.MAX_CHARS_PER_CHUNK} characters per chunk, got {len(piece)}"
-                    )
-        if read > limits.MAX_CHUNKS_PER_INGEST or not complete:
-            got = f"got {read}" if complete else f"got more than {limits.MAX_CHUNKS_PER_INGEST}"
-            raise RAGValidationError("documents", f"at most {limits.MAX_CHUNKS_PER_INGEST} chunks per ingestion request, {got}")
-        planned: list[tuple[RAGDocument, list[_Piece]]] = []
-        for doc, pieces, spans in outputs:
-            if not pieces:
-                raise RAGValidationError(f"documents[{doc.id}].text", "has no text to index")
-            for index, piece in enumerate(pieces):
-                where = f"documents[{doc.id}].chunks[{index}]"
-                if not isinstance(piece, str):
-                    raise RAGTypeError(where, f"a chunker must return strings, got {type(piece).__name__}")
-                if not piece.strip():
-                    raise RAGValidationError(where, "a chunker returned an empty chunk")
-                if "\x00" in piece:
-                    raise RAGValidationError(where, "must not contain NUL characters")
-            texts: list[str] = pieces  # type: ignore[assignment]  # all strings, checked above
-            offsets = spans if spans is not None else locate(doc.text, texts)
-            planned.append((doc, [_Piece(t, start, end) for t, (start, end) in zip(texts, offsets, strict=True)]))
-        return planned
-
-    async def _document_vectors(
-        self, namespace: str, planned: list[tuple[RAGDocument, list[_Piece]]], on_progress: Callable[[float], None] | None,
-        on_counts: Callable[[int, int], None] | None = None,
-    ) -> tuple[dict[str, Vector], str | None]:
-        """Vectors by content hash for every chunk (reused where the backend holds them), and the model id."""
-        if self.embedder is None:
-            if on_progress is not None:
-                on_progress(1.0)  # nothing to embed: still one cancellation point before the write
-            return {}, None
-        items: dict[str, str] = {}
-        for doc, pieces in planned:
-            for piece in pieces:
-                text = embedding_input(doc.title, piece.text)
-                items.setdefault(content_hash(text), text)
-        vectors: dict[str, Vector] = {}
-        model_id = embedder_model_id(self.embedder, self._expected_dimension())
-        # The dimension a derived model id was read back from the store with, not yet seen from the embedder.
-        provisional: int | None = None
-        if model_id is None:
-            # An embedder without model_id or dimension: its id needs the dimension of its vectors.
-            model_id, provisional, probe = await self._stored_derived_id(namespace, [doc.id for doc, _ in planned])
-            if probe:
-                # The backend cannot say under which id it holds these documents' vectors: embed one
-                # text first to learn it (it would be embedded anyway unless unchanged).
-                first = next(iter(items.items()))
-                vectors.update(await self._embed_many([first], kind="document"))
-                model_id = embedder_model_id(self.embedder, self._dimension_seen)
-        known_embeddings = getattr(self.backend, "known_embeddings", None)
-        if callable(known_embeddings) and model_id is not None:
-            known: Mapping[tuple[str, str], Vector] = await known_embeddings(namespace, [doc.id for doc, _ in planned], model_id)
-            for (_, digest), vector in known.items():
-                vectors.setdefault(digest, vector)
-        missing = [(digest, text) for digest, text in items.items() if digest not in vectors]
-        cached = getattr(self.backend, "cached_embeddings", None)
-        keep = getattr(self.backend, "cache_embeddings", None)
-        if missing and callable(cached) and model_id is not None:
-            # Vectors an interrupted run of this work computed before it stopped.
-            vectors.update(await cached(namespace, model_id, [digest for digest, _ in missing]))
-            missing = [(digest, text) for digest, text in missing if digest not in vectors]
-        store: Callable[[dict[str, Vector]], Any] | None = None
-        # Not under a provisional id: vectors of another dimension must never be cached under it.
-        if callable(keep) and model_id is not None and provisional is None:
-            resolved_model = model_id
-
-            async def store(batch: dict[str, Vector]) -> None:
-                await keep(namespace, resolved_model, batch)
-
-        reused = len(items) - len(missing)
-        if on_counts is not None:
-            on_counts(reused, len(items))
-        vectors.update(await self._embed_many(
-            missing, kind="document", on_progress=on_progress, store=store, reused=reused, total=len(items), on_counts=on_counts,
-        ))
-        if provisional is not None and self._dimension_seen not in (None, provisional):
-            # The embedder's vectors changed dimension since the stored ones were made: those cannot
-            # be reused beside them. Start over under the id of the dimension now seen (rare: the
-            # freshly computed vectors are computed once more).
-            return await self._document_vectors(namespace, planned, on_progress, on_counts)
-        if model_id is None:
-            model_id = embedder_model_id(self.embedder, self._dimension_seen)  # everything was embedded above
-        if on_progress is not None and not missing:
-            on_progress(1.0)
-        return vectors, model_id
-
-    async def _stored_derived_id(self, namespace: str, document_ids: list[str]) -> tuple[str | None, int | None, bool]:
-        """For an embedder declaring neither model id nor dimension: ``(model id, its dimension, probe)``.
-
-        The id (and the dimension it names) of the vectors of this embedder the backend holds for
-        these documents, read back without an embedding call (``embedding_models``, an optional
-        capability); ``(None, None, False)`` when it holds none, since nothing could be reused then
-        and every text goes to the embedder in the same calls. ``probe`` is True when the backend can
-        give vectors back (``known_embeddings``) but cannot say under which id: the caller then
-        embeds one text first to learn it.
-        """
-        assert self.embedder is not None
-        lookup = getattr(self.backend, "embedding_models", None)
-        if not callable(lookup):
-            return None, None, callable(getattr(self.backend, "known_embeddings", None))
-        stored = await lookup(namespace, document_ids)
-        dimensions = sorted({d for m in stored if (d := derived_dimension(self.embedder, m)) is not None})
-        if not dimensions:
-            return None, None, False
-        # Several (the embedder changed dimension between ingests): any is a guess; a wrong one is
-        # caught when the first new vector arrives. With nothing to embed, the guess stands: the
-        # unchanged chunks keep the vectors they have (give such an embedder a model_id or dimension).
-        return embedder_model_id(self.embedder, dimensions[-1]), dimensions[-1], False
-
-    def _expected_dimension(self) -> int | None:
-        assert self.embedder is not None
-        return declared_dimension(self.embedder) or self._dimension_seen
-
-    async def _embed_many(
-        self, items: list[tuple[str, str]], *, kind: EmbedKind, on_progress: Callable[[float], None] | None = None,
-        store: Callable[[dict[str, Vector]], Any] | None = None, reused: int = 0, total: int | None = None,
-        on_counts: Callable[[int, int], None] | None = None,
-    ) -> dict[str, Vector]:
-        """Embed ``(digest, text)`` items in batches. ``store`` (async) receives each batch's vectors as
-        soon as they are computed; progress counts the ``reused`` vectors of ``total`` as done."""
-        out: dict[str, Vector] = {}
-        total = len(items) + reused if total is None else total
-        step = limits.MAX_EMBED_BATCH
-        if on_progress is not None:
-            # Smaller calls so progress (and cancellation) moves during long work; the
-            # embedder's own batch size keeps provider round trips as large as before.
-            size = getattr(self.embedder, "batch_size", None)
-            size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else PROGRESS_BATCH
-            step = min(limits.MAX_EMBED_BATCH, size)
-        for i in range(0, len(items), step):
-            batch = items[i : i + step]
-            vectors = await self._embed_checked([text for _, text in batch], kind=kind)
-            computed = {digest: vector for (digest, _), vector in zip(batch, vectors, strict=True)}
-            out.update(computed)
-            if store is not None:
-                await store(computed)
-            done = reused + i + len(batch)
-            if on_counts is not None:
-                on_counts(done, total)
-            if on_progress is not None:
-                on_progress(min(1.0, done / total))
-        return out
-
-    async def _call_embedder(self, texts: list[str], kind: EmbedKind) -> Any:
-        embedder = self.embedder
-        assert embedder is not None
-        # The seed's embedder is embed(texts); Quarry's also take kind= (query vs document
-        # roles). Read the signature once per embedder, never guess from a TypeError.
-        if self._kind_for is None or self._kind_for[0] is not embedder:
-            self._kind_for = (embedder, takes_keyword(embedder.embed, "kind"))
-        if self._kind_for[1]:
-            return await embedder.embed(texts, kind=kind)  # type: ignore[call-arg]
-        return await embedder.embed(texts)
-
-    async def _embed_checked(self, texts: list[str], *, kind: EmbedKind) -> list[Vector]:
-        assert self.embedder is not None
-        label = embedder_label(self.embedder)
-        if not 1 <= len(texts) <= limits.MAX_EMBED_BATCH:
-            raise RAGValidationError("texts", f"embedding batches from 1 to {limits.MAX_EMBED_BATCH} texts, got {len(texts)}")
-        try:
-            raw = await self._call_embedder(texts, kind)
-        except (RAGValidationError, RAGTypeError, EmbedderError):
-            raise
-        except Exception as exc:
-            raise EmbedderError(f"embedder {label} failed: {exc}") from exc
-        if not _is_sequence(raw) or len(raw) != len(texts):
-            got = len(raw) if _is_sequence(raw) else type(raw).__name__
-            raise EmbedderError(f"embedder {label} returned {got} vectors for {len(texts)} texts")
-        vectors: list[Vector] = []
-        for index, item in enumerate(raw):
-            try:
-                vector = check_vector(item, f"embedding[{index}]")
-            except (RAGValidationError, RAGTypeError) as exc:
-                raise EmbedderError(f"embedder {label} returned a bad vector: {exc}") from None
-            norm = math.sqrt(math.fsum(x * x for x in vector))
-            if norm == 0.0:
-                raise EmbedderError(f"embedder {label} returned an all-zero vector for input {index}")
-            # Stored unit-length: cosine similarity becomes a dot product in every backend.
-            vectors.append(tuple(x / norm for x in vector))
-        dims = {len(v) for v in vectors}
-        expected = self._expected_dimension()
-        if len(dims) != 1 or (expected is not None and dims != {expected}):
-            raise EmbedderError(
-                f"embedder {label} returned vectors of dimension {sorted(dims)}, expected one dimension"
-                + (f" ({expected})" if expected else "")
-            )
-        if self._dimension_seen is None:
-            self._dimension_seen = dims.pop()
-        return vectors
-
-
-def _prepared_chunks(doc: RAGDocument, pieces: list[_Piece], vectors: Mapping[str, Vector], model_id: str | None) -> list[PreparedChunk]:
-    out = []
-    for ordinal, piece in enumerate(pieces):
-        digest = content_hash(embedding_input(doc.title, piece.text))
-        out.append(PreparedChunk(
-            chunk_id=f"{doc.id}:{ordinal}", ordinal=ordinal, text=piece.text, start_char=piece.start, end_char=piece.end,
-            content_hash=digest, embedding=vectors.get(digest), embedding_model=model_id,
-        ))
-    return out
-
-
-def _document_store(backend: object) -> DocumentStore | None:
-    """The backend as a ``DocumentStore`` when it has both methods (Quarry's backends, and wrappers over them)."""
-    if callable(getattr(backend, "replace_documents", None)) and callable(getattr(backend, "delete_documents", None)):
-        return backend  # type: ignore[return-value]
-    return None
-
-
-def _is_sequence(value: object) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
-
-
-def _readable(hits: tuple[RAGHit, ...], embedder: object) -> tuple[RAGHit, ...]:
-    """``hits`` without the cosines ``embedder`` cannot vouch for (``knowledge.rag.scripts``): a hit whose
-    text it cannot read loses its ``semantic_similarity``, and goes when only that cosine found it (an
-    English model puts short Chinese texts at 0.45-0.6 from any English question). Order and scores are
-    the backend's, so what remains is still best first."""
-    if scripts_read_by(embedder) is None:
-        return hits
-    kept: list[RAGHit] = []
-    for hit in hits:
-        if reads(embedder, hit.chunk.text):
-            kept.append(hit)
-        elif hit.keyword_score is not None or hit.graph_path:
-            kept.append(dataclasses.replace(hit, semantic_similarity=None))
-    return tuple(kept)
-
-
-def _recheck_hits(query: RAGQuery, hits: object) -> tuple[RAGHit, ...]:
-    if not _is_sequence(hits):
-        raise BackendContractError(f"backend search returned {type(hits).__name__}, expected a sequence of RAGHit")
-    assert isinstance(hits, Sequence)
-    if len(hits) > query.limit:
-        raise BackendContractError(f"backend returned {len(hits)} hits for limit {query.limit}")
-    seen: set[str] = set()
-    previous = math.inf
-    for hit in hits:
-        if not isinstance(hit, RAGHit):
-            raise BackendContractError(f"backend returned {type(hit).__name__} from search, expected RAGHit")
-        if hit.chunk.namespace != query.namespace:
-            raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} of another namespace")
-        if hit.score > previous + 1e-9:
-            raise BackendContractError("backend returned hits out of descending score order")
-        if query.min_score is not None and hit.score < query.min_score - 1e-12:
-            raise BackendContractError(f"backend returned a hit scored {hit.score} below min_score {query.min_score}")
-        if hit.chunk.chunk_id in seen:
-            raise BackendContractError(f"backend returned chunk {hit.chunk.chunk_id} twice")
-        seen.add(hit.chunk.chunk_id)
-        previous = hit.score
-    return tuple(hits)
-
-
-def _check_documents(documents: Sequence[RAGDocument]) -> list[RAGDocument]:
-    """The request's documents: a sequence, then the seed's bounds (count, total characters)."""
-    if isinstance(documents, RAGDocument) or not _is_sequence(documents):
-        raise RAGTypeError("documents", "must be a list of RAGDocument")
-    docs = list(documents)
-    if not docs:
-        raise RAGValidationError("documents", "at least 1 document per ingestion request")
-    if len(docs) > limits.MAX_DOCUMENTS_PER_INGEST:
-        raise RAGValidationError("documents", f"at most {limits.MAX_DOCUMENTS_PER_INGEST} documents per ingestion request, got {len(docs)}")
-    for doc in docs:
-        if not isinstance(doc, RAGDocument):
-            raise RAGTypeError("documents", f"must contain RAGDocument values, got {type(doc).__name__}")
-    total = sum(len(d.text) for d in docs)
-    if total > limits.MAX_CHARS_PER_INGEST:
-        raise RAGValidationError("documents", f"at most {limits.MAX_CHARS_PER_INGEST} characters per ingestion request, got {total}")
-    return docs
-
-
-def _check_trigger(trigger: str) -> None:
-    if trigger not in ("user", "agent"):
-        raise RAGValidationError("trigger", f"must be 'user' or 'agent', got {trigger!r}")
-
-
-def _check_ids(values: Sequence[str], field: str, pattern: object, what: str, maximum: int) -> list[str]:
-    if not _is_sequence(values):
-        raise RAGTypeError(field, "must be a list of ids")
-    ids = list(values)
-    if not ids:
-        raise RAGValidationError(field, "at least 1 id")
-    if len(ids) > maximum:
-        raise RAGValidationError(field, f"at most {maximum} ids per request, got {len(ids)}")
-    return [check_identifier(field, v, pattern, what) for v in ids]

@@ -21,7 +21,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 
 from knowledge.rag.errors import ConfigurationError, EmbedderError, RAGTypeError, RAGValidationError
-from knowledge.rag.types import Embedder, PreparedDocument, RAGBackend, RAGChunk, RAGHit, RAGQuery, Stored, Trigger, takes_keyword
+from knowledge.rag.protocols import Embedder, RAGBackend, takes_keyword
+from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, Stored, Trigger
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker
-from knowledge.rag.types import Embedder, Trigger, check_characters, check_metadata, check_new_document_id
+from knowledge.rag.protocols import Embedder
+from knowledge.rag.types import Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import indexing, state
 from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids

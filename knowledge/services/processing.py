@@ -30,7 +30,7 @@ from knowledge.extraction import ExtractionError, extract
 from knowledge.models import Chunk, Document, lease_renew
 from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker, chunker_output
-from knowledge.rag.types import Chunker, Embedder
+from knowledge.rag.protocols import Chunker, Embedder
 from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
 from knowledge.services import indexing, state
 

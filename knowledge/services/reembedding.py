@@ -30,7 +30,7 @@ from knowledge.models import CorpusStat, EmbeddingMigration, EmbeddingMigrationS
 from knowledge.rag import factory
 from knowledge.rag.backends.postgres import PostgresBackend, maintenance
 from knowledge.rag.errors import ConfigurationError, NamespaceNotFound
-from knowledge.rag.types import Embedder, declared_dimension, embedder_model_id
+from knowledge.rag.protocols import Embedder, declared_dimension, embedder_model_id
 
 logger = logging.getLogger(__name__)
 

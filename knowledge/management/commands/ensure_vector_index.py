@@ -7,7 +7,7 @@ from django.db import connection
 
 from knowledge.rag.backends.postgres.sql import create_hnsw_index_sql, hnsw_index_name
 from knowledge.rag import default_embedder
-from knowledge.rag.types import declared_dimension
+from knowledge.rag.protocols import declared_dimension
 
 
 class Command(BaseCommand):

@@ -7,8 +7,11 @@ One file per question:
 - ``plan``: which search statement answers a query (exact or ANN, postings or tsvectors) and the fallback;
 - ``sql``: the search statements themselves; ``bm25``: BM25F's constants and formula (impact and scoring);
 - ``binary_copy``: storing chunk rows by binary COPY; ``namespaces``: a namespace's tenant;
-- ``graph_reads``: the knowledge graph's reads; ``maintenance``: the backlog, model moves, search
-  languages, statistics and graph rebuilds, as functions the services call.
+- ``maintenance``: the backlog, model moves, search languages, statistics and graph rebuilds (through
+  the backend's ``index_hook``), as functions the services call.
+
+The knowledge graph stands above this package: its reads (``knowledge.graph.service``) run on the
+backend, and its writes come in as the backend's ``index_hook`` (``knowledge.rag.hooks``).
 
 A chunk is searchable the moment its transaction commits; its postings and HNSW entry may come
 later (the indexing backlog, see ``writes``), and search scores such chunks exactly meanwhile.

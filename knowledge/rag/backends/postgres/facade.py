@@ -1,26 +1,26 @@
 """``PostgresBackend``: the seed's six methods over the Django models, and the optional capabilities
 ``RAGService`` looks for (audited whole-document writes, stored-vector reuse, the embedding cache,
-the namespace's resolution, re-ranking, the graph's reads). Each method finds the tenant and hands the
-work to the module that answers it: ``writes``, ``plan`` (search), ``graph_reads``.
+the namespace's resolution, re-ranking). Each method finds the tenant and hands the work to the module
+that answers it: ``writes``, ``plan`` (search). The graph's reads are ``knowledge.graph.service``'s, over
+this backend; its writes are the ``index_hook``'s, inside this backend's transactions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
-from knowledge.graph.llm import LlmSpec
-from knowledge.graph.search import GraphParams
-from knowledge.graph.types import Neighborhood, Picture, Triplet
+from knowledge.rag import factory
 from knowledge.rag.backends.chunks import documents_from_chunks
-from knowledge.rag.backends.postgres import graph_reads, plan, writes
+from knowledge.rag.backends.postgres import plan, writes
 from knowledge.rag.backends.postgres import sql as q
 from knowledge.rag.backends.postgres.bm25 import BM25_B, BM25_K1
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id, resolve
-from knowledge.rag.types import GraphSearchResult, PreparedDocument, RAGChunk, RAGHit, RAGQuery, ResolvedNamespace, Stored, Trigger, Vector
+from knowledge.rag.hooks import ChunkIndexHook
+from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, ResolvedNamespace, Stored, Trigger, Vector
 
 # Ingestions of up to this many chunks index them in their own transaction; larger ones
 # leave it to the indexer (``maintenance.index_backlog``). One editor upload stays well under it.
@@ -50,15 +50,19 @@ class PostgresBackend:
         self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
         postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = BM25_K1, b: float = BM25_B,
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS,
-        graph: GraphParams | Mapping[str, Any] | None = None, graph_llm_model: str | None = None, extract_graph: bool = True,
+        graph: Mapping[str, Any] | None = None, graph_llm_model: str | None = None, extract_graph: bool = True,
         exact_max_chunks: int = EXACT_MAX_CHUNKS, create_namespaces: bool = False,
+        index_hook: ChunkIndexHook | None | Literal["default"] = factory.DEFAULT,
     ) -> None:
         """``inline_index_max_chunks``: larger ingestions go to the backlog (``Stored.backlog`` says so;
         the caller queues the indexer, ``maintenance.index_backlog``; search stays exact meanwhile).
 
-        ``graph``: the graph leg's parameters (``GraphParams`` or its fields). ``graph_llm_model``:
-        the LLM extractor's model id, whose cached triples extraction merges in (None: offline only;
-        ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
+        ``graph``: the graph leg's parameters (``knowledge.graph.search.GraphParams``' fields, or one),
+        kept for the graph's reads (``knowledge.graph.service``), which run on this backend. ``index_hook``: what keeps
+        the knowledge graph in step with the chunks inside every write transaction (default: the one
+        ``QUARRY_CHUNK_INDEX_HOOK`` names, built for ``using``; None: no graph). ``graph_llm_model``: the
+        LLM extractor's model id handed to the default hook, whose cached triples extraction merges in
+        (None: offline only; ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
@@ -76,8 +80,10 @@ class PostgresBackend:
             raise ValueError("exact_max_chunks must be 0 or more")
         self.exact_max_chunks = exact_max_chunks
         self.create_namespaces = create_namespaces
-        self.graph = graph if isinstance(graph, GraphParams) else GraphParams(**dict(graph or {}))
-        self.graph_llm = LlmSpec(graph_llm_model) if graph_llm_model else None
+        self.graph: Mapping[str, Any] = graph if graph is not None else {}
+        self.index_hook = (
+            factory.chunk_index_hook(using=using, llm_model=graph_llm_model) if index_hook == factory.DEFAULT else index_hook
+        )
         self.extract_graph = extract_graph
         self.using = using
         self.inline_index_max_chunks = inline_index_max_chunks
@@ -151,8 +157,6 @@ class PostgresBackend:
 
     def _search(self, query: RAGQuery) -> list[RAGHit]:
         tenant_id = self._query_tenant_id(query)
-        if query.graph:
-            return graph_reads.graph_search(self, query, tenant_id).hits
         if tenant_id is None:
             return []  # an unknown namespace holds nothing
         return plan.search(self, query, tenant_id)
@@ -231,33 +235,3 @@ class PostgresBackend:
                 [list(document_ids), namespace],
             )
             return {row[0] for row in cursor.fetchall()}
-
-    # --- the knowledge graph's reads (graph_reads) -----------------------------------------------
-
-    async def graph_search(self, query: RAGQuery) -> GraphSearchResult:
-        """Hybrid search (fused as ``query.fusion`` says) with the graph leg's best candidates placed in it (``query.graph``)."""
-        return await sync_to_async(self._graph_search, thread_sensitive=True)(query)
-
-    def _graph_search(self, query: RAGQuery) -> GraphSearchResult:
-        return graph_reads.graph_search(self, query, self._query_tenant_id(query))
-
-    async def graph_triplets(self, query: RAGQuery) -> list[Triplet]:
-        """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
-        return await sync_to_async(self._graph_triplets, thread_sensitive=True)(query)
-
-    def _graph_triplets(self, query: RAGQuery) -> list[Triplet]:
-        return graph_reads.graph_triplets(self, query, self._query_tenant_id(query))
-
-    async def graph_neighbors(self, namespace: str, entity: str, *, limit: int) -> Neighborhood:
-        """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
-        return await sync_to_async(self._graph_neighbors, thread_sensitive=True)(namespace, entity, limit)
-
-    def _graph_neighbors(self, namespace: str, entity: str, limit: int) -> Neighborhood:
-        return graph_reads.graph_neighbors(self, self._find_tenant_id(namespace), entity, limit)
-
-    async def graph_picture(self, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
-        """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
-        return await sync_to_async(self._graph_picture, thread_sensitive=True)(namespace, chunk_ids, expand)
-
-    def _graph_picture(self, namespace: str, chunk_ids: Sequence[str], expand: bool) -> Picture:
-        return graph_reads.graph_picture(self, self._find_tenant_id(namespace), chunk_ids, expand)

@@ -1,6 +1,6 @@
 """Maintenance of a tenant's index: plain functions the services call (``knowledge.services.{indexing,
-reembedding,text_search,graphing}``), each given the backend whose options (database alias, graph
-extraction) it works with. Not part of the seed's backend contract: ``configured()`` says whether
+reembedding,text_search,graphing}``), each given the backend whose options (database alias, the chunk
+index hook) it works with. Not part of the seed's backend contract: ``configured()`` says whether
 the product's backend is this one.
 
 - the indexing backlog: ``backlog``, ``index_backlog``;
@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 
 from django.db import connections, transaction
 
-from knowledge.graph.store import GraphWriter, prepare_extraction
 from knowledge.models import search_config_name
 from knowledge.rag import factory
 from knowledge.rag.backends.postgres import sql as q
@@ -65,13 +64,12 @@ def index_backlog(backend: PostgresBackend, namespace: str, *, limit: int = INDE
         ids = [row[0] for row in cursor.fetchall()]
         if ids:
             # Extraction runs in a thread while the database writes postings and HNSW entries.
-            prepared = prepare_extraction(cursor, tenant_id, ids, using=backend.using) if backend.extract_graph else None
+            hook = backend.index_hook if backend.extract_graph else None
+            prepared = hook.prepare(cursor, tenant_id, ids) if hook is not None else None
             writes.post(cursor, tenant_id, "c.id = ANY(%s)", [ids])  # ids of this tenant's, just locked
             cursor.execute("UPDATE knowledge_chunk SET indexed = true WHERE id = ANY(%s)", [ids])
-            if backend.extract_graph:
-                graph = GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm)
-                graph.index(ids, prepared=prepared)
-                graph.finish()
+            if hook is not None:
+                hook.apply(cursor, tenant_id, prepared=prepared)
     return len(ids)
 
 
@@ -230,7 +228,8 @@ def rebuild_statistics(backend: PostgresBackend, namespace: str) -> None:
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
         writes.locked_search_config(cursor, tenant_id, "UPDATE")
         writes.rebuild_keyword_index(cursor, tenant_id)
-        GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm).rebuild()
+        if backend.index_hook is not None:
+            backend.index_hook.rebuild(cursor, tenant_id)
 
 
 # --- the graph ---------------------------------------------------------------------------------
@@ -240,5 +239,7 @@ def rebuild_graph(backend: PostgresBackend, namespace: str, *, on_progress: Call
     """Recompute the namespace's knowledge graph from its indexed chunks, in one transaction;
     returns the chunks read. ``on_progress(done, total)`` after every batch."""
     tenant_id = known_tenant_id(backend.using, namespace)
+    if backend.index_hook is None:
+        return 0  # no graph to rebuild (QUARRY_CHUNK_INDEX_HOOK is None)
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
-        return GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm).rebuild(on_progress=on_progress)
+        return backend.index_hook.rebuild(cursor, tenant_id, on_progress=on_progress)

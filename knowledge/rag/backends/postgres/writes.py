@@ -7,7 +7,7 @@ the chunks they describe. Lock order, everywhere: the tenant's statistics row (i
 configuration), then documents by external id, then chunks by id, the graph last.
 
 A small ingestion (up to the backend's ``inline_index_max_chunks``) writes its postings, HNSW
-entries and graph in the same transaction; a larger one stores its chunks ``indexed = false``
+entries and graph (the backend's ``index_hook``) in the same transaction; a larger one stores its chunks ``indexed = false``
 for the indexer (``maintenance.index_backlog``). A write queues nothing: it returns what it left
 for the background (``Stored``) and the service that called it queues that once it commits.
 """
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 
 from accounts.models import Tenant
-from knowledge.graph.store import GraphWriter, prepare_extraction
 from knowledge.models import DEFAULT_SEARCH_CONFIG, Document, DocumentStatus
 from knowledge.rag.backends.postgres.binary_copy import copy_chunks
 from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, impact_sql
@@ -224,11 +223,12 @@ def replace(backend: PostgresBackend, namespace: str, documents: Sequence[Prepar
         old_chunks = stats_remove(cursor, tenant_id, pks)
         cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {OF_DOCUMENTS}", [tenant_id, pks])
         copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline, config=config)
+        hook = backend.index_hook
         prepared = None
-        if inline and backend.extract_graph:
+        if inline and backend.extract_graph and hook is not None:
             # Extraction runs in a thread while the statistics, postings and HNSW entries are written.
             cursor.execute(f"SELECT c.id FROM knowledge_chunk c WHERE {OF_DOCUMENTS} ORDER BY c.id", [tenant_id, pks])
-            prepared = prepare_extraction(cursor, tenant_id, [row[0] for row in cursor.fetchall()], using=backend.using)
+            prepared = hook.prepare(cursor, tenant_id, [row[0] for row in cursor.fetchall()])
         # The chunks hold these vectors now: the cache entries of an earlier, interrupted run go.
         cursor.execute(
             "DELETE FROM knowledge_embeddingcache e USING knowledge_chunk c "
@@ -239,13 +239,9 @@ def replace(backend: PostgresBackend, namespace: str, documents: Sequence[Prepar
         if inline:
             post(cursor, tenant_id, OF_DOCUMENTS, [tenant_id, pks])
         audit(cursor, tenant_id, actor, trigger, "ingest", [p.document.id for p in documents], total)
-        # Last: the graph lock comes after every row lock this transaction takes (see knowledge.graph.store).
-        graph = GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm)
-        graph.remove(old_chunks)
-        if prepared is not None:
-            graph.index([row[0] for row in prepared.rows], prepared=prepared)
-        graph.finish()
-    return Stored(total, backlog=not inline and total > 0, extracted=bool(prepared is not None and prepared.rows))
+        # Last: the hook's lock (the graph's) comes after every row lock this transaction takes.
+        extracted = hook.apply(cursor, tenant_id, removed=old_chunks, prepared=prepared) if hook is not None else 0
+    return Stored(total, backlog=not inline and total > 0, extracted=extracted > 0)
 
 
 def _claim_embedding_model(cursor: Any, namespace: str, tenant_id: int, documents: Sequence[PreparedDocument]) -> None:
@@ -338,10 +334,8 @@ def delete(backend: PostgresBackend, namespace: str, document_ids: Sequence[str]
             cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {OF_DOCUMENTS}", [tenant_id, pks])
             cursor.execute("DELETE FROM knowledge_document WHERE tenant_id = %s AND id = ANY(%s)", [tenant_id, pks])
         audit(cursor, tenant_id, actor, trigger, "delete", [r[1] for r in rows], len(old_chunks))
-        if old_chunks:
-            graph = GraphWriter(cursor, tenant_id, using=backend.using, llm=backend.graph_llm)
-            graph.remove(old_chunks)
-            graph.finish()
+        if old_chunks and backend.index_hook is not None:
+            backend.index_hook.apply(cursor, tenant_id, removed=old_chunks)
     return len(pks)
 
 

@@ -1,22 +1,73 @@
-"""The knowledge graph's reads through the backend: hybrid search with the graph leg, triplets,
-neighbours and pictures (the SQL is ``knowledge.graph.search``'s; issue 32 item 2 lifts it above this layer)."""
+"""The knowledge graph's reads, a service over the RAG API: hybrid search with the graph leg fused in,
+triplets, neighbours and pictures (``knowledge.rag.hooks.GraphReads``).
+
+``RAGService`` validates the request and embeds the query, then hands it here with its backend; this
+module runs the backend's own hybrid plan and the graph's SQL (``knowledge.graph.search``) on the
+backend's database. ``QUARRY_GRAPH_READS`` names ``PostgresGraphReads``; ``knowledge.rag.factory``
+builds it, so ``knowledge.rag`` never imports the graph.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
 from knowledge.graph import search as graph_sql
-from knowledge.graph.types import GraphLeg, Neighborhood, Picture, Triplet
+from knowledge.graph.search import GraphParams
 from knowledge.rag.backends.postgres import plan
 from knowledge.rag.backends.postgres import sql as q
+from knowledge.rag.backends.postgres.facade import PostgresBackend
+from knowledge.rag.backends.postgres.namespaces import find_tenant_id
+from knowledge.rag.graph_types import GraphLeg, Neighborhood, Picture, Triplet
 from knowledge.rag.types import Fusion, GraphSearchResult, RAGHit, RAGQuery
 
-if TYPE_CHECKING:
-    from knowledge.rag.backends.postgres.facade import PostgresBackend
+
+class PostgresGraphReads:
+    """Graph reads over ``PostgresBackend`` (the tables its hook, ``GraphIndexHook``, keeps).
+
+    The graph leg's parameters are the backend's ``graph`` option (``GraphParams``' fields), so one
+    backend setting tunes a deployment's retrieval as a whole.
+    """
+
+    def serves(self, backend: object) -> bool:
+        """Whether ``backend`` keeps a knowledge graph these reads can use."""
+        return isinstance(backend, PostgresBackend)
+
+    async def search(self, backend: PostgresBackend, query: RAGQuery) -> GraphSearchResult:
+        """Hybrid search (fused as ``query.fusion`` says) with the graph leg's best candidates placed in it."""
+        return await sync_to_async(lambda: graph_search(backend, query, _tenant_id(backend, query)), thread_sensitive=True)()
+
+    async def triplets(self, backend: PostgresBackend, query: RAGQuery) -> list[Triplet]:
+        """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
+        return await sync_to_async(lambda: graph_triplets(backend, query, _tenant_id(backend, query)), thread_sensitive=True)()
+
+    async def neighbors(self, backend: PostgresBackend, namespace: str, entity: str, *, limit: int) -> Neighborhood:
+        """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
+        return await sync_to_async(self._neighbors, thread_sensitive=True)(backend, namespace, entity, limit)
+
+    def _neighbors(self, backend: PostgresBackend, namespace: str, entity: str, limit: int) -> Neighborhood:
+        return graph_neighbors(backend, find_tenant_id(backend.using, namespace), entity, limit)
+
+    async def picture(self, backend: PostgresBackend, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
+        """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
+        return await sync_to_async(self._picture, thread_sensitive=True)(backend, namespace, chunk_ids, expand)
+
+    def _picture(self, backend: PostgresBackend, namespace: str, chunk_ids: Sequence[str], expand: bool) -> Picture:
+        return graph_picture(backend, find_tenant_id(backend.using, namespace), chunk_ids, expand)
+
+
+def _tenant_id(backend: PostgresBackend, query: RAGQuery) -> int | None:
+    """The query's tenant: as the request resolved it (no round trip), else looked up by slug."""
+    return query.resolved.tenant_id if query.resolved is not None else find_tenant_id(backend.using, query.namespace)
+
+
+def params_of(backend: PostgresBackend) -> GraphParams:
+    """The graph leg's parameters of ``backend`` (its ``graph`` option: ``GraphParams`` or its fields)."""
+    return backend.graph if isinstance(backend.graph, GraphParams) else GraphParams(**dict(backend.graph))
 
 
 def graph_search(backend: PostgresBackend, query: RAGQuery, tenant_id: int | None) -> GraphSearchResult:
@@ -25,19 +76,20 @@ def graph_search(backend: PostgresBackend, query: RAGQuery, tenant_id: int | Non
         return GraphSearchResult([], GraphLeg())
     # The hybrid list as deep as the graph's fusion reads it (its RRF scores down to rank 100 are the
     # agreement evidence, see GraphParams), unfiltered by score: fusion decides the page.
-    depth = min(100, max(query.limit, backend.graph.protect, backend.graph.seeds, backend.graph.hybrid_depth))
+    tuned = params_of(backend)
+    depth = min(100, max(query.limit, tuned.protect, tuned.seeds, tuned.hybrid_depth))
     hybrid = plan.search(backend, dataclasses.replace(query, graph=False, limit=depth, min_score=None), tenant_id)
     clauses, params = plan.where(query)
     dimension = plan.dimension(backend, query)
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
         leg = graph_sql.graph_leg(
-            cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in hybrid], params=backend.graph,
+            cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in hybrid], params=tuned,
             where=clauses, where_params=params, vector=query.vector, model=query.embedding_model or "", dimension=dimension,
         )
         known = {h.chunk.chunk_id: h for h in hybrid}
         by_rrf = query.fusion is Fusion.RRF
         fused = graph_sql.fuse(
-            [(h.chunk.chunk_id, float((h.rrf_score if by_rrf else h.score) or 0.0)) for h in hybrid], leg.candidates, backend.graph,
+            [(h.chunk.chunk_id, float((h.rrf_score if by_rrf else h.score) or 0.0)) for h in hybrid], leg.candidates, tuned,
             rrf_scores=None if by_rrf else {h.chunk.chunk_id: float(h.rrf_score or 0.0) for h in hybrid},
         )
         missing = [cid for cid, _, found in fused if found is not None and cid not in known]
@@ -80,12 +132,13 @@ def graph_triplets(backend: PostgresBackend, query: RAGQuery, tenant_id: int | N
     """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
     if tenant_id is None:
         return []
-    seeds = plan.search(backend, dataclasses.replace(query, graph=False, limit=backend.graph.seeds, min_score=None), tenant_id)
+    tuned = params_of(backend)
+    seeds = plan.search(backend, dataclasses.replace(query, graph=False, limit=tuned.seeds, min_score=None), tenant_id)
     clauses, params = plan.where(query)
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
         return graph_sql.graph_triplets(
             cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in seeds], limit=query.limit,
-            where=clauses, where_params=params, params=backend.graph,
+            where=clauses, where_params=params, params=tuned,
         )
 
 

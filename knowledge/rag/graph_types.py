@@ -1,4 +1,5 @@
-"""What graph reads return (re-exported by ``knowledge.rag``, whose API they are part of)."""
+"""What graph reads return: values of the RAG API (``knowledge.rag`` re-exports them), which the graph
+above it (``knowledge.graph``) fills in, and callers read without importing the graph."""
 
 from __future__ import annotations
 
