@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from knowledge.rag.types import PreparedDocument
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # knowledge_chunk's columns as copy_chunks sends them; binary COPY needs each exact type.
 _COLUMNS = ("tenant_id, document_id, chunk_id, ordinal, text, title, uri, metadata, start_char, end_char, "
@@ -22,7 +25,16 @@ _COLUMNS = ("tenant_id, document_id, chunk_id, ordinal, text, title, uri, metada
 _COPY_TYPES = ["int8", "int8", "text", "int4", "text", "text", "text", "jsonb", "int4", "int4", "text", "float8[]", "text", "bool", "oid"]
 _FLOAT8_OID = 701
 _FLOAT8_ARRAY_OID = 1022
-_BINARY_FLOAT8 = np.dtype([("length", ">i4"), ("value", ">f8")])
+
+
+@cache
+def _binary_float8() -> np.dtype[Any]:
+    """One element of a binary float8[]: its byte length and its big-endian value. NumPy is imported
+    on the first write, not with the backend: every process imports the backend (the admin does), and
+    starting a command must load no numerical library (tests/test_startup.py)."""
+    import numpy as np
+
+    return np.dtype([("length", ">i4"), ("value", ">f8")])
 
 
 class _PackedVector(bytes):
@@ -40,7 +52,9 @@ class _PackedVectorDumper(Dumper):
 def pack_vector(values: Sequence[float]) -> _PackedVector:
     """``values`` as float8[] in binary: a header (1 dimension, no NULLs, float8, length, lower
     bound 1), then every element as its byte length (8) and its big-endian IEEE double."""
-    body = np.empty(len(values), dtype=_BINARY_FLOAT8)
+    import numpy as np
+
+    body = np.empty(len(values), dtype=_binary_float8())
     body["length"] = 8
     body["value"] = values
     return _PackedVector(struct.pack("!iiIii", 1, 0, _FLOAT8_OID, len(values), 1) + body.tobytes())
