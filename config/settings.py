@@ -253,6 +253,8 @@ LOCAL_EMBEDDERS: dict[str, tuple[str, int]] = {  # QUARRY_EMBEDDING_MODEL value 
 QUARRY_EMBEDDING_MODEL = (env_str("QUARRY_EMBEDDING_MODEL") or "bge-small").strip()
 QUARRY_EMBEDDING_DIMENSION = env_int("QUARRY_EMBEDDING_DIMENSION", 0, minimum=0, maximum=65536) or None
 QUARRY_EMBEDDING_BATCH_SIZE = env_int("QUARRY_EMBEDDING_BATCH_SIZE", 0, minimum=0, maximum=1000) or None
+# manage.py reembed: chunks embedded and staged per step (each step is a heartbeat and a cancellation point).
+QUARRY_REEMBED_BATCH = env_int("QUARRY_REEMBED_BATCH", 128, minimum=1, maximum=1000)
 QUARRY_EMBEDDING_API_BASE = env_str("QUARRY_EMBEDDING_API_BASE") or None
 QUARRY_EMBEDDING_API_KEY = env_str("QUARRY_EMBEDDING_API_KEY") or None
 # Role prefixes for provider models trained with them (e5: "query: " / "passage: "); of the local

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from knowledge.rag import LocalEmbedder
+from knowledge.rag import BgeSmallEmbedder, LocalEmbedder
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -94,4 +94,17 @@ class RecordingLocalEmbedder(LocalEmbedder):
 
     async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
         self.calls.append(list(texts))
+        return await super().embed(texts, kind=kind)
+
+
+class RecordingBgeEmbedder(BgeSmallEmbedder):
+    """The real bge-small (same model id and vectors), recording every text it embeds: configured as
+    ``LOCAL_EMBEDDERS["bge-small"]`` by tests that count what a move embeds."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.texts: list[str] = []
+
+    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
+        self.texts.extend(texts)
         return await super().embed(texts, kind=kind)

@@ -24,10 +24,12 @@ from django.utils import timezone
 from accounts.models import Role, Tenant
 from knowledge import rag, tasks
 from knowledge.models import Chunk, CorpusStat, Document, EmbeddingCache, EmbeddingMigration
+from knowledge.rag import factory
 from knowledge.rag.backends.postgres import maintenance
 from knowledge.rag.embedding import BGE_MODEL_ID, LOCAL_MODEL_ID, BgeSmallEmbedder, LocalEmbedder
 from knowledge.services import reembedding
 from knowledge.services.documents import document_ingest
+from tests.embedders import RecordingBgeEmbedder
 from tests.factories import make_member, make_tenant
 
 MIGRATION = importlib.import_module("knowledge.migrations.0014_embedding_migration")
@@ -65,8 +67,8 @@ def start_on_minilm(namespace: str, documents: list[rag.RAGDocument]) -> None:
 
 
 @pytest.fixture
-def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reembedding, "BATCH", 8)
+def small_batches(settings: Any) -> None:
+    settings.QUARRY_REEMBED_BATCH = 8
 
 
 def test_the_first_vectors_set_the_tenant_model_and_a_service_following_it_refuses_others(acme: Tenant) -> None:
@@ -112,20 +114,12 @@ def test_a_move_stages_while_searches_keep_the_old_vectors_then_switches(acme: T
     assert semantic(rag.postgres(BgeSmallEmbedder(), None, namespace="acme")) == after
 
 
-def test_a_stopped_move_resumes_without_embedding_anything_twice(acme: Tenant, small_batches: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    embedded: list[str] = []
-    original = reembedding._embed_sync
-
-    def counting(embedder: Any) -> Any:
-        inner = original(embedder)
-
-        def embed(texts: list[str]) -> list[list[float]]:
-            embedded.extend(texts)
-            return inner(texts)
-
-        return embed
-
-    monkeypatch.setattr(reembedding, "_embed_sync", counting)
+def test_a_stopped_move_resumes_without_embedding_anything_twice(acme: Tenant, small_batches: None, settings: Any) -> None:
+    # The target model is the real bge-small, recording what it embeds: the configured embedder (bge-small is
+    # QUARRY_EMBEDDING_MODEL's default), given by dotted path as a deployment gives its provider.
+    settings.QUARRY_EMBEDDER = {"CLASS": "tests.embedders.RecordingBgeEmbedder", "OPTIONS": {}}
+    target = factory.embedder_named("bge-small")
+    assert isinstance(target, RecordingBgeEmbedder)
     migration = reembedding.reembed_start(tenant=acme, model="bge-small", queue=False)
     reembedding.reembed_run(migration.pk, seconds=0)
     reembedding.reembed_run(migration.pk, seconds=0)
@@ -133,7 +127,7 @@ def test_a_stopped_move_resumes_without_embedding_anything_twice(acme: Tenant, s
     EmbeddingMigration.objects.filter(pk=migration.pk).update(updated_at=timezone.now() - timedelta(minutes=10))
     assert reembedding.reembeds_reclaim() == 1 and reembedding.reembeds_reclaim() == 0
     assert tasks.reembed(migration.pk) == "done"
-    assert len(embedded) == len(set(embedded)) == 40
+    assert len(target.texts) == len(set(target.texts)) == 40
     assert models_of(acme) == {BGE_MODEL_ID}
 
 
@@ -166,9 +160,9 @@ def test_searches_during_the_switch_see_all_old_vectors_or_all_new_ones() -> Non
     migration = reembedding.reembed_start(tenant=tenant, model="bge-small", queue=False)
     # Stage everything but the last chunks, so that the switch itself still embeds some.
     last = Chunk.objects.filter(tenant=tenant).order_by("-id").values_list("id", flat=True)[5]
-    for pk, digest, text in maintenance.reembed_pending(reembedding._backend(), "acme", BGE_MODEL_ID, limit=1000):
+    for pk, digest, text in maintenance.reembed_pending(reembedding.reembed_backend(), "acme", BGE_MODEL_ID, limit=1000):
         if pk < last:
-            maintenance.reembed_stage(reembedding._backend(), "acme", BGE_MODEL_ID, {digest: reembedding._embed_sync(BgeSmallEmbedder())([text])[0]})
+            maintenance.reembed_stage(reembedding.reembed_backend(), "acme", BGE_MODEL_ID, {digest: reembedding.document_embedding(BgeSmallEmbedder())([text])[0]})
     EmbeddingMigration.objects.filter(pk=migration.pk).update(position=last)
     errors: list[BaseException] = []
     done = threading.Event()
@@ -301,8 +295,8 @@ def test_editors_start_and_watch_a_move_in_the_admin_for_their_tenant_only(acme:
 
 def test_the_switch_embeds_chunks_nothing_staged_under_its_lock(acme: Tenant) -> None:
     """Chunks that landed after the staging finished get their vector inside the switch's transaction."""
-    backend = reembedding._backend()
-    changed = maintenance.reembed_switch(backend, "acme", BGE_MODEL_ID, reembedding._embed_sync(BgeSmallEmbedder()), batch=16)
+    backend = reembedding.reembed_backend()
+    changed = maintenance.reembed_switch(backend, "acme", BGE_MODEL_ID, reembedding.document_embedding(BgeSmallEmbedder()), batch=16)
     assert changed == 40 and models_of(acme) == {BGE_MODEL_ID}
     assert semantic(rag.tenant_service("acme"))
 
@@ -312,7 +306,7 @@ def test_a_move_to_another_dimension_builds_its_ann_index_before_the_switch(sett
     settings.LOCAL_EMBEDDERS = {**settings.LOCAL_EMBEDDERS, "words": ("tests.embedders.BagOfWordsEmbedder", 64)}
     acme = make_tenant("acme")
     start_on_minilm("acme", corpus())
-    backend = reembedding._backend()
+    backend = reembedding.reembed_backend()
     migration = reembedding.reembed_start(tenant=acme, model="words", queue=False)
     assert migration.target_model == "test/bag-of-words"
     assert reembedding.reembed_run(migration.pk, seconds=None) == "done"

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
@@ -37,7 +38,6 @@ logger = logging.getLogger(__name__)
 REEMBED_TASK = "knowledge.tasks.reembed"
 TASK_GROUP = "knowledge-reembed"
 TASK_SECONDS = 60.0  # one task's share; then it hands the rest to a fresh task
-BATCH = 128  # chunks embedded and staged per step (the heartbeat and the cancellation point)
 STALE_SECONDS = 180  # a running move silent this long lost its worker: the reclaim re-queues it
 
 
@@ -45,7 +45,8 @@ class ReembedError(ValueError):
     """A move that cannot start (unknown model, already on it, one already running); the message says which."""
 
 
-def _backend() -> PostgresBackend:
+def reembed_backend() -> PostgresBackend:
+    """The configured backend, which must be able to move a tenant's vectors (``ReembedError`` otherwise)."""
     configured = maintenance.configured()
     if configured is None:
         raise ReembedError(f"{type(factory.backend()).__name__} cannot move a tenant to another embedding model")
@@ -89,7 +90,7 @@ def reembed_start(*, tenant: Tenant, model: str, actor: str = "", queue: bool = 
     "bge-small", or a model id). Raises ``ReembedError`` when the model is unknown, the tenant is
     already on it, or a move of the tenant runs. ``queue=False`` leaves the work to the caller
     (``reembed_run``), as ``manage.py reembed --wait`` does."""
-    backend = _backend()
+    backend = reembed_backend()
     target = _model_id(_embedder(model))
     source = tenant_model(tenant)
     if source == target:
@@ -124,12 +125,14 @@ def reembed_cancel(*, tenant: Tenant) -> EmbeddingMigration | None:
         status=EmbeddingMigrationStatus.CANCELLED, finished_at=timezone.now(),
     )
     if updated:
-        maintenance.reembed_discard(_backend(), tenant.slug, migration.target_model)
+        maintenance.reembed_discard(reembed_backend(), tenant.slug, migration.target_model)
     migration.refresh_from_db()
     return migration
 
 
-def _embed_sync(embedder: Embedder) -> Callable[[list[str]], list[list[float]]]:
+def document_embedding(embedder: Embedder) -> Callable[[list[str]], list[list[float]]]:
+    """``embedder``'s document vectors as a synchronous call (the move runs in a worker), checked one per text."""
+
     def embed(texts: list[str]) -> list[list[float]]:
         vectors = async_to_sync(embedder.embed)(texts, kind="document")
         if len(vectors) != len(texts):
@@ -153,13 +156,14 @@ def reembed_run(migration_pk: int, *, seconds: float | None = TASK_SECONDS,
     namespace = migration.tenant.slug
     deadline = None if seconds is None else time.monotonic() + seconds
     try:
-        backend = _backend()
+        backend = reembed_backend()
         embedder = _embedder(migration.target_name or migration.target_model)
         if _model_id(embedder) != migration.target_model:
             raise ReembedError(f"{migration.target_name} is now {_model_id(embedder)}, not {migration.target_model}: start again")
-        embed = _embed_sync(embedder)
+        embed = document_embedding(embedder)
         position = migration.position
-        while pending := maintenance.reembed_pending(backend, namespace, migration.target_model, after=position, limit=BATCH):
+        batch = settings.QUARRY_REEMBED_BATCH
+        while pending := maintenance.reembed_pending(backend, namespace, migration.target_model, after=position, limit=batch):
             texts = {digest: text for _, digest, text in pending}
             maintenance.reembed_stage(backend, namespace, migration.target_model, dict(zip(texts, embed(list(texts.values())), strict=True)))
             position = pending[-1][0]
@@ -184,7 +188,7 @@ def reembed_run(migration_pk: int, *, seconds: float | None = TASK_SECONDS,
             # Held to the commit: a cancel arriving now waits, then finds the move done.
             if not EmbeddingMigration.objects.select_for_update().filter(pk=migration.pk, status=EmbeddingMigrationStatus.RUNNING).exists():
                 return EmbeddingMigration.objects.get(pk=migration.pk).status
-            changed = maintenance.reembed_switch(backend, namespace, migration.target_model, embed, batch=BATCH)
+            changed = maintenance.reembed_switch(backend, namespace, migration.target_model, embed, batch=batch)
             total = maintenance.chunk_count(backend, namespace)
             EmbeddingMigration.objects.filter(pk=migration.pk).update(
                 status=EmbeddingMigrationStatus.DONE, done=total, total=total, finished_at=timezone.now(), error="",
