@@ -122,6 +122,7 @@ ALLOWED: dict[str, set[str]] = {
     "knowledge.forms": _RAG | {"knowledge.services", "knowledge.extraction", "common"},
     "knowledge.interfaces": _RAG | {
         "knowledge.selectors", "knowledge.services", "knowledge.extraction", "knowledge.forms", "knowledge.highlight",
+        "knowledge.sources.models",  # a document's change page names the source that wrote it
         "accounts.selectors", "accounts.services", "accounts.access", "accounts.web", "common",
     },
     "chat.models": set(),

@@ -341,3 +341,19 @@ def test_a_source_removed_during_its_sync_stops_it_and_then_loses_every_document
     assert stopped.listed == syncing.CHECKPOINT_ITEMS  # it stopped at its first checkpoint
     assert remove_source(source.pk) == syncing.CHECKPOINT_ITEMS
     assert not Document.objects.filter(tenant=world.acme).exists() and not Source.objects.exists()
+
+
+def test_the_admin_shows_which_source_wrote_a_document(world: World, share: Path) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    source = folder_source(world, share)
+    sync(source)
+    document = Document.objects.get(tenant=world.acme, external_id="team-share/faq.txt")
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()
+    assert "Synced from" in page and f'/admin/sources/source/{source.pk}/change/' in page and "faq.txt" in page
+    # A document whose metadata names no source of its tenant says nothing of sources.
+    Document.objects.filter(pk=document.pk).update(metadata={"source": "no-such-source"})
+    assert "Synced from" not in client.get(f"/admin/knowledge/document/{document.pk}/change/").content.decode()

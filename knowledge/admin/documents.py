@@ -30,6 +30,7 @@ from accounts.access import editable_tenants
 from accounts.web import TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts
 from knowledge import rag
 from knowledge.models import CorpusStat, Document, DocumentStatus
+from knowledge.sources.models import Source
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -163,11 +164,24 @@ class DocumentAdmin(TenantScopedAdmin):
 
     @admin.display(description="Source")
     def source(self, obj: Document) -> str:
+        synced = self._synced_from(obj)
+        if synced is not None:
+            return synced
         if obj.source_file or obj.source_name:
             return f"{obj.source_name} ({obj.source_size:,} bytes)" if obj.source_size else obj.source_name
         if obj.source_text:
             return "Pasted text"
         return "Text sent through the API" if obj.text else "—"
+
+    @staticmethod
+    def _synced_from(obj: Document) -> str | None:
+        """A document a source wrote: which source (linked to its admin page) and the item's path there."""
+        key = obj.metadata.get("source") if isinstance(obj.metadata, dict) else None
+        synced = Source.objects.filter(tenant_id=obj.tenant_id, key=key).first() if isinstance(key, str) else None
+        if synced is None:
+            return None
+        return format_html('Synced from <a href="{}">{}</a> ({}): {}', reverse("admin:sources_source_change", args=[synced.pk]),
+                           synced.name, synced.kind, obj.metadata.get("path", ""))
 
     # --- add (upload), change, delete ------------------------------------------------------------
 
