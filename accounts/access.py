@@ -53,6 +53,12 @@ class TenantContext:
             return f"user:{self.user.pk}"
         return "anonymous"
 
+    @property
+    def actor(self) -> str:
+        """How the audit trail names the caller: the user, and the token when one was used."""
+        name = self.user.get_username() if self.user.is_authenticated else "anonymous"
+        return f"{name} (token {self.token.prefix})" if self.token else name
+
     def has_role(self, role: Role | str) -> bool:
         return Role.rank(self.role) >= Role.rank(role)
 

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
+from accounts.access import get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from common.parsers import BoundedJSONField
 from common.serializers import ClosedSerializer, TenantField
@@ -194,7 +194,7 @@ class DocumentListApi(_ReadOrEdit):
                 leaf = exc.field.split("].", 1)[1] if exc.field.startswith("documents[") else exc.field
                 raise exceptions.ValidationError({f"documents[{index}].{leaf}": [exc.message]}) from None
         try:
-            chunks = document_ingest(tenant=ctx.tenant, documents=documents, actor=_actor(ctx))
+            chunks = document_ingest(tenant=ctx.tenant, documents=documents, actor=ctx.actor)
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
         return Response({"chunks": chunks, "document_ids": [d.id for d in documents]})
@@ -270,7 +270,7 @@ class DocumentUploadApi(APIView):
         v = data.validated_data
         try:
             documents = document_upload_create(
-                tenant=ctx.tenant, files=v["files"], actor=_actor(ctx), document_ids=v.get("ids") or None,
+                tenant=ctx.tenant, files=v["files"], actor=ctx.actor, document_ids=v.get("ids") or None,
                 title=v["title"], uri=v["uri"], metadata=v.get("metadata"),
             )
         except DocumentInputError as exc:
@@ -302,11 +302,6 @@ class DocumentDetailApi(_ReadOrEdit):
     def delete(self, request: Request, document_id: str) -> Response:
         ctx = resolve_tenant_context(request)
         document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id_in_url(document_id))
-        document_delete_many(documents=[document], actor=_actor(ctx))
+        document_delete_many(documents=[document], actor=ctx.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
-
-def _actor(ctx: TenantContext) -> str:
-    """The audit actor: the user, and the token when one was used."""
-    name = ctx.user.get_username() if ctx.user.is_authenticated else "anonymous"
-    return f"{name} (token {ctx.token.prefix})" if ctx.token else name

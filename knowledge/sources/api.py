@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
+from accounts.access import get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictIntegerField, TenantField
 from knowledge.sources.connectors.base import ConfigError
@@ -121,10 +121,6 @@ def _refused(exc: ConfigError) -> exceptions.ValidationError:
     return exceptions.ValidationError({exc.field: [exc.message]})
 
 
-def _actor(ctx: TenantContext) -> str:
-    name = ctx.user.get_username() if ctx.user.is_authenticated else "anonymous"
-    return f"{name} (token {ctx.token.prefix})" if ctx.token else name
-
 
 def _one(source: Source) -> dict[str, Any]:
     return source_json(source, latest_syncs([source]).get(source.pk))
@@ -160,7 +156,7 @@ class SourceListApi(_ReadOrEdit):
         v = data.validated_data
         try:
             source = source_create(tenant=ctx.tenant, name=v["name"], kind=v["kind"], config=v["config"],
-                                   schedule_minutes=v["schedule_minutes"], enabled=v["enabled"], actor=_actor(ctx))
+                                   schedule_minutes=v["schedule_minutes"], enabled=v["enabled"], actor=ctx.actor)
         except ConfigError as exc:
             raise _refused(exc) from None
         return Response(_one(source), status=status.HTTP_201_CREATED)
@@ -183,7 +179,7 @@ class SourceDetailApi(_ReadOrEdit):
         v = data.validated_data
         try:
             source = source_update(source=source, name=v.get("name", UNSET), config=v.get("config", UNSET),
-                                   schedule_minutes=v.get("schedule_minutes", UNSET), enabled=v.get("enabled", UNSET), actor=_actor(ctx))
+                                   schedule_minutes=v.get("schedule_minutes", UNSET), enabled=v.get("enabled", UNSET), actor=ctx.actor)
         except ConfigError as exc:
             raise _refused(exc) from None
         return Response(_one(source))
@@ -193,7 +189,7 @@ class SourceDetailApi(_ReadOrEdit):
     def delete(self, request: Request, source_id: int) -> Response:
         ctx = resolve_tenant_context(request)
         source = get_for_tenant(Source.objects.live(), tenant=ctx.tenant, pk=source_id)
-        source_delete(source=source, actor=_actor(ctx))
+        source_delete(source=source, actor=ctx.actor)
         return Response(status=status.HTTP_202_ACCEPTED)
 
 
