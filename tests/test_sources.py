@@ -23,14 +23,19 @@ from knowledge.sources.tasks import dispatch_syncs, remove_source, sync_source
 from tests.conftest import World
 
 
-@pytest.fixture(autouse=True)
-def media(settings: Any, tmp_path: Path) -> Path:
+def sources_under(settings: Any, tmp_path: Path) -> Path:
+    """Uploads, the sources' work folder and the one folder root (``shares``, created) under ``tmp_path``."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.QUARRY_SOURCE_WORK_DIR = str(tmp_path / "work")
     settings.QUARRY_SOURCE_FOLDER_ROOTS = [str(tmp_path / "shares")]
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     (tmp_path / "shares").mkdir()
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def media(settings: Any, tmp_path: Path) -> Path:
+    return sources_under(settings, tmp_path)
 
 
 def process_queued() -> list[str]:

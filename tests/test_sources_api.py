@@ -11,16 +11,13 @@ from knowledge.models import Document
 from knowledge.sources.models import Source, SourceSync
 from knowledge.sources.tasks import remove_source, sync_source
 from tests.conftest import World
+from tests.test_sources import sources_under
 
 
 @pytest.fixture(autouse=True)
 def media(settings: Any, tmp_path: Path) -> Path:
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.QUARRY_SOURCE_WORK_DIR = str(tmp_path / "work")
-    settings.QUARRY_SOURCE_FOLDER_ROOTS = [str(tmp_path / "shares")]
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    share = tmp_path / "shares" / "team"
-    share.mkdir(parents=True)
+    share = sources_under(settings, tmp_path) / "shares" / "team"
+    share.mkdir()
     (share / "guide.md").write_text("# Guide\n\nThe acme guide.\n")
     return tmp_path
 
