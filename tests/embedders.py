@@ -84,27 +84,30 @@ class BrokenEmbedder(BagOfWordsEmbedder):
         return vectors
 
 
-class RecordingLocalEmbedder(LocalEmbedder):
-    """The real local model (all-MiniLM-L6-v2), recording each call's texts: for tests about which
-    texts get embedded, where the model's calibration (its relevance floor) must be the real one."""
+class _Recording:
+    """Records each ``embed`` call's texts (``calls``; ``texts``: all of them, in order), then embeds
+    with the real model it is mixed into: for tests about which texts get embedded, where the model's
+    vectors and calibration (its relevance floor) must be the real ones. Configured by dotted path
+    (``QUARRY_EMBEDDER``), as a deployment configures its provider."""
+
+    calls: list[list[str]]
 
     def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.calls: list[list[str]] = []
+        super().__init__(**options)  # type: ignore[call-arg]
+        self.calls = []
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for call in self.calls for text in call]
 
     async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
         self.calls.append(list(texts))
-        return await super().embed(texts, kind=kind)
+        return await super().embed(texts, kind=kind)  # type: ignore[misc]
 
 
-class RecordingBgeEmbedder(BgeSmallEmbedder):
-    """The real bge-small (same model id and vectors), recording every text it embeds: configured as
-    ``LOCAL_EMBEDDERS["bge-small"]`` by tests that count what a move embeds."""
+class RecordingLocalEmbedder(_Recording, LocalEmbedder):
+    """The real all-MiniLM-L6-v2, recording what it embeds."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.texts: list[str] = []
 
-    async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
-        self.texts.extend(texts)
-        return await super().embed(texts, kind=kind)
+class RecordingBgeEmbedder(_Recording, BgeSmallEmbedder):
+    """The real bge-small (same model id and vectors), recording what it embeds."""

@@ -307,7 +307,7 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     events = async_to_sync(collect)()
     text = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
     assert "Editors upload files in the admin." in text
-    embedded = [t for call in embedder.calls for t in call]
+    embedded = embedder.texts
     assert embedded == [UPLOAD_QUESTION]  # retrieval's query alone: no passage sentence (titled "Uploading. Editors...")
     # The similarities travelled with that one call (litellm's call metadata), not in the process: the same
     # model asked directly about the same passages, without them, embeds its best sentences itself.
