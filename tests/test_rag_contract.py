@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import transaction
 
 from accounts.models import Tenant
 from knowledge import rag
@@ -17,7 +18,6 @@ from knowledge.rag.backends.postgres import PostgresBackend
 from knowledge.rag.backends.postgres.bm25 import TITLE_WEIGHT
 from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.types import embedding_input
-from knowledge.rag.wrappers import GuardedBackend
 from tests.embedders import BagOfWordsEmbedder, BrokenEmbedder
 from tests.conftest import STOCK_AVAILABLE
 from tests.factories import make_tenant
@@ -656,12 +656,11 @@ def test_postgres_typed_api_creates_a_namespace_on_its_first_write_and_reads_of_
 
 
 def test_a_failed_first_write_leaves_no_namespace_behind(db: None) -> None:
-    def refuse() -> None:  # runs after the write, in its transaction
-        raise RuntimeError("disk full")
-
-    guarded = GuardedBackend(PostgresBackend(create_namespaces=True), before=lambda: None, after=refuse)
-    with pytest.raises(RuntimeError, match="disk full"):
-        run(rag.service(guarded, None, namespace="hidden-b").ingest, [DOCS[0]])
+    service = rag.service(PostgresBackend(create_namespaces=True), None, namespace="hidden-b")
+    plan = run(service.prepare_ingest, [DOCS[0]])
+    with pytest.raises(RuntimeError, match="disk full"), transaction.atomic():
+        assert service.write_ingest(plan).chunks == 1  # on this thread's connection: part of the caller's transaction
+        raise RuntimeError("disk full")  # what the caller does next, in its transaction, fails
     assert not Tenant.objects.filter(slug="hidden-b").exists()
     assert not AuditEvent.objects.exists()
 

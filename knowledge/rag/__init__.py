@@ -44,7 +44,8 @@ from knowledge.rag.factory import default_embedder, graph_reads, tenant_embedder
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.scripts import reads, script_of
-from knowledge.rag.protocols import Chunker, DocumentStore, Embedder, EmbeddingCache, EmbeddingModels, RAGBackend
+from knowledge.rag.prepared import PreparedIngest
+from knowledge.rag.protocols import Chunker, DocumentStore, Embedder, EmbeddingCache, EmbeddingModels, RAGBackend, SyncDocumentStore
 from knowledge.rag.types import (
     FilterValue,
     Fusion,
@@ -65,7 +66,7 @@ __all__ = [
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
     "RAGValidationError", "ResolvedNamespace", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
-    "EmbeddingModelChanged", "reads", "script_of",
+    "EmbeddingModelChanged", "reads", "script_of", "PreparedIngest", "SyncDocumentStore",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 

@@ -60,7 +60,7 @@ class RAGBackend(Protocol):
     exist, in the requested order. ``search`` applies filters, ranking, descending score
     order, ``min_score`` and ``limit`` in the datastore. Results may be lists or tuples.
 
-    Optional capabilities (see ``DocumentStore``, ``EmbeddingCache``; ``supports_rerank``)
+    Optional capabilities (see ``DocumentStore``, ``SyncDocumentStore``, ``EmbeddingCache``; ``supports_rerank``)
     are detected by the service.
     """
 
@@ -92,6 +92,17 @@ class DocumentStore(Protocol):
     ) -> Stored: ...
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int: ...
+
+
+@runtime_checkable
+class SyncDocumentStore(Protocol):
+    """Optional backend capability: ``replace_documents`` as a plain call that writes through Django's
+    connection on the calling thread, so its statements join the caller's transaction on the backend's
+    database (``RAGService.write_ingest``: a lease check and a status change commit with the chunks)."""
+
+    def replace_documents_sync(
+        self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger
+    ) -> Stored: ...
 
 
 @runtime_checkable

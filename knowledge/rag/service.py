@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self, TypedDict, Unpack
 
+from asgiref.sync import async_to_sync
+
 from knowledge.rag import limits
 from knowledge.rag.chunking import FixedSizeChunker
 from knowledge.rag.checks import (
@@ -30,7 +32,6 @@ from knowledge.rag.checks import (
     document_store,
     is_sequence,
     plan_documents,
-    prepared_chunks,
     readable,
     recheck_hits,
 )
@@ -39,13 +40,13 @@ from knowledge.rag.scripts import reads, scripts_read_by
 from knowledge.rag.errors import BackendContractError, ConfigurationError, EmbeddingModelChanged, RAGValidationError
 from knowledge.rag.graph_types import Neighborhood, Picture, Triplet
 from knowledge.rag.hooks import GraphReads
-from knowledge.rag.protocols import Chunker, Embedder, NamespaceResolver, RAGBackend, Reranking, embedder_model_id
+from knowledge.rag.prepared import PreparedIngest
+from knowledge.rag.protocols import Chunker, Embedder, NamespaceResolver, RAGBackend, Reranking, SyncDocumentStore, embedder_model_id
 from knowledge.rag.types import (
     DEFAULT_FUSION_WEIGHT,
     Filters,
     Fusion,
     GraphSearchResult,
-    PreparedDocument,
     RAGChunk,
     RAGDocument,
     RAGHit,
@@ -59,8 +60,6 @@ from knowledge.rag.types import (
     check_identifier,
     check_limit,
     check_text,
-    content_hash,
-    embedding_input,
 )
 from knowledge.rag.vectors import ServiceEmbedding
 
@@ -229,15 +228,36 @@ class RAGService(ServiceEmbedding):
         awaiting the indexer, chunks extracted into the graph). Nothing is queued here: the caller
         (``knowledge.services``) queues that work once the write commits.
 
+        ``prepare_ingest`` then the write (``write_ingest``'s, awaited): see them for the checks, the
+        callbacks and the embedding cache. If anything fails, nothing is written and previous chunks
+        stay as they were. A caller that must write in a transaction of its own (a lease check, a
+        status change beside the chunk swap) calls the two steps itself.
+        """
+        plan = await self.prepare_ingest(documents, trigger=trigger, actor=actor, on_progress=on_progress, on_counts=on_counts)
+        try:
+            return await self._write(plan)
+        except EmbeddingModelChanged as changed:
+            return await self._write(await self.embed_again(plan, changed))
+
+    async def prepare_ingest(
+        self,
+        documents: Sequence[RAGDocument],
+        *,
+        trigger: Trigger = "user",
+        actor: str | None = None,
+        on_progress: Callable[[float], None] | None = None,
+        on_counts: Callable[[int, int], None] | None = None,
+    ) -> PreparedIngest:
+        """Validate, chunk and embed ``documents`` for a write (``write_ingest``); writes no chunk.
+
         Checks run in the order of the seed's list of bounds (documents, characters,
         characters per chunk, chunks per request, identifiers), then everything else
         (chunker output, duplicate ids, trigger). All documents of one call are
-        validated, chunked and embedded first; if anything fails, nothing is written
-        and previous chunks stay as they were.
+        validated, chunked and embedded here, before anything is written.
 
         ``on_progress``, when given, is called with the fraction (0..1) of the
         texts to embed that are done, after every embedding batch, and with 1.0
-        just before the write when nothing needed embedding. It runs on the event
+        at the end when nothing needed embedding. It runs on the event
         loop, so it must not block; an exception it raises aborts the ingest
         before anything is written (a worker's cancellation point). ``on_counts(done,
         total)``, when given, is called alike with the numbers of distinct texts to embed
@@ -245,7 +265,7 @@ class RAGService(ServiceEmbedding):
 
         A backend with ``cache_embeddings`` receives every batch's vectors as soon as they
         are computed, and ``cached_embeddings`` gives them back to a later attempt: work
-        interrupted half-way resumes instead of starting over.
+        interrupted half-way (here, or between here and the write) resumes instead of starting over.
         """
         docs = check_documents(documents)
         planned = plan_documents(self.chunker, docs)
@@ -255,49 +275,65 @@ class RAGService(ServiceEmbedding):
             dupes = sorted({i for i in ids if ids.count(i) > 1})[:5]
             raise RAGValidationError("documents", f"document ids must be unique ids within one request; repeated: {', '.join(dupes)}")
         check_trigger(trigger)
-        total_chunks = sum(len(pieces) for _, pieces in planned)
         if not self._started:
             await self.start()
-
         await self.follow_namespace_model()
         vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
+        return PreparedIngest(namespace, tuple((doc, tuple(pieces)) for doc, pieces in planned), vectors, model_id,
+                              self._namespace_model, trigger, actor, on_progress, on_counts)
+
+    async def embed_again(self, plan: PreparedIngest, changed: EmbeddingModelChanged) -> PreparedIngest:
+        """``plan`` embedded anew with the namespace's model as it now is, after its write raised ``changed``
+        (``manage.py reembed`` switched the namespace's model while ``plan`` was embedded: its vectors must
+        not land beside the new model's). Its vectors of the new model may already be staged (the switch
+        computes them), so this costs little. Raises ``changed`` for a service that does not follow the
+        namespace's model (no ``embedder_for_model``): it has no other model to embed with."""
+        if self._embedder_for_model is None:
+            raise changed
+        await self.follow_namespace_model(refresh=True)
+        planned = [(doc, list(pieces)) for doc, pieces in plan.planned]
+        vectors, model_id = await self._document_vectors(plan.namespace, planned, plan.on_progress, plan.on_counts)
+        return dataclasses.replace(plan, vectors=vectors, model_id=model_id, namespace_model=self._namespace_model)
+
+    def write_ingest(self, plan: PreparedIngest) -> Stored:
+        """Write a prepared ingest (``prepare_ingest``): each document's chunks replaced completely, in one
+        transaction; returns what it stored and left for the background (the caller queues that on commit).
+
+        Synchronous, for a caller that owns the transaction: a backend that writes through Django's
+        connection (``SyncDocumentStore``: ``PostgresBackend``) writes on the calling thread, so its
+        statements join the caller's ``transaction.atomic()`` on the backend's database, and a lease check
+        before and a status change after commit or roll back with the chunks. Call it from a thread
+        without a running event loop. Another backend is written through its async methods (it is not
+        on Django's connection: no caller's transaction covers it).
+
+        Raises ``EmbeddingModelChanged`` when the namespace moved to another model since ``plan`` was
+        embedded (nothing written; the caller's transaction should roll back): ``embed_again``, then write.
+        """
+        store = self.backend if isinstance(self.backend, SyncDocumentStore) else None
+        if store is None:
+            return async_to_sync(self._write)(plan)
+        stored = store.replace_documents_sync(plan.namespace, plan.documents(), actor=plan.actor, trigger=plan.trigger)
+        return self._written(plan, stored)
+
+    async def _write(self, plan: PreparedIngest) -> Stored:
+        """``write_ingest`` through the backend's async methods (``DocumentStore``, else the seed's ``replace``)."""
+        if not self._started:
+            await self.start()
         store = document_store(self.backend)
         if store is not None:
-            prepared = [
-                PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(prepared_chunks(doc, pieces, vectors, model_id)),
-                                 namespace_model=self._namespace_model)
-                for doc, pieces in planned
-            ]
-            try:
-                stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
-            except EmbeddingModelChanged:
-                if self._embedder_for_model is None:
-                    raise
-                # The namespace moved to another model while this ingest embedded (manage.py reembed's
-                # switch): embed again with the new one, once. Its vectors may already be staged.
-                await self.follow_namespace_model(refresh=True)
-                vectors, model_id = await self._document_vectors(namespace, planned, on_progress, on_counts)
-                prepared = [
-                    PreparedDocument(document=doc, content_hash=content_hash(doc.text), chunks=tuple(prepared_chunks(doc, pieces, vectors, model_id)),
-                                 namespace_model=self._namespace_model)
-                    for doc, pieces in planned
-                ]
-                stored = await store.replace_documents(namespace, prepared, actor=actor, trigger=trigger)
-            if not isinstance(stored, Stored) or stored.chunks != total_chunks:
-                raise BackendContractError(f"backend stored {stored!r}, expected Stored with {total_chunks} chunks")
-            self._resolved = None  # the namespace's size (and perhaps its model) just changed
-            return stored
-        chunks = [
-            RAGChunk(
-                f"{doc.id}:{ordinal}", doc.id, namespace, piece.text, doc.title, doc.uri, doc.metadata,
-                vectors.get(content_hash(embedding_input(doc.title, piece.text))), start_char=piece.start, end_char=piece.end,
-            )
-            for doc, pieces in planned
-            for ordinal, piece in enumerate(pieces)
-        ]
-        await self.backend.replace(namespace, tuple(ids), tuple(chunks))
-        audit_log.info("ingest namespace=%s trigger=%s actor=%s documents=%s chunks=%s", namespace, trigger, actor, ids, total_chunks)
-        return Stored(total_chunks)  # a backend of the seed's contract alone indexes as it stores
+            stored = await store.replace_documents(plan.namespace, plan.documents(), actor=plan.actor, trigger=plan.trigger)
+            return self._written(plan, stored)
+        ids = tuple(doc.id for doc, _ in plan.planned)
+        await self.backend.replace(plan.namespace, ids, plan.chunks())
+        audit_log.info("ingest namespace=%s trigger=%s actor=%s documents=%s chunks=%s",
+                       plan.namespace, plan.trigger, plan.actor, list(ids), plan.total_chunks)
+        return Stored(plan.total_chunks)  # a backend of the seed's contract alone indexes as it stores
+
+    def _written(self, plan: PreparedIngest, stored: object) -> Stored:
+        if not isinstance(stored, Stored) or stored.chunks != plan.total_chunks:
+            raise BackendContractError(f"backend stored {stored!r}, expected Stored with {plan.total_chunks} chunks")
+        self._resolved = None  # the namespace's size (and perhaps its model) just changed
+        return stored
 
     async def delete(self, document_ids: Sequence[str], *, trigger: Trigger = "user", actor: str | None = None) -> int | None:
         """Delete documents and all their chunks in this namespace.

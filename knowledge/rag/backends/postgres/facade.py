@@ -161,12 +161,19 @@ class PostgresBackend:
             return []  # an unknown namespace holds nothing
         return plan.search(self, query, tenant_id)
 
-    # --- audited whole-document writes (DocumentStore) --------------------------------------------
+    # --- audited whole-document writes (DocumentStore, SyncDocumentStore) ---------------------------
 
     async def replace_documents(
         self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger,
     ) -> Stored:
-        return await sync_to_async(writes.replace, thread_sensitive=True)(self, namespace, documents, actor, trigger)
+        return await sync_to_async(self.replace_documents_sync, thread_sensitive=True)(namespace, documents, actor=actor, trigger=trigger)
+
+    def replace_documents_sync(
+        self, namespace: str, documents: Sequence[PreparedDocument], *, actor: str | None, trigger: Trigger,
+    ) -> Stored:
+        """``replace_documents`` on the calling thread's connection (``SyncDocumentStore``): inside the
+        caller's transaction on ``using`` it is part of it (its own is then a savepoint)."""
+        return writes.replace(self, namespace, documents, actor, trigger)
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
         return await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, document_ids, actor, trigger)
