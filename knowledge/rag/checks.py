@@ -79,7 +79,7 @@ def prepared_chunks(doc: RAGDocument, pieces: list[Piece], vectors: Mapping[str,
 
 
 def document_store(backend: object) -> DocumentStore | None:
-    """The backend as a ``DocumentStore`` when it has both methods (Quarry's backends, and wrappers over them)."""
+    """The backend as a ``DocumentStore`` when it has both methods (Quarry's backends)."""
     return backend if isinstance(backend, DocumentStore) else None
 
 

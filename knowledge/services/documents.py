@@ -34,7 +34,6 @@ from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.protocols import Embedder
 from knowledge.rag.types import Trigger, check_characters, check_metadata, check_new_document_id
-from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import indexing, state
 from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
@@ -109,14 +108,23 @@ def document_ingest(
     slides, groups of rows), each kept a chunk of its own (``PassageChunker``).
 
     THE synchronous write of the product (JSON API, CLI, demo corpus, evaluation corpora).
-    The given text becomes each document's source: queued or running background work for
-    the same ids is superseded in the transaction that swaps the chunks, so a worker
-    finishing later cannot overwrite this version. All-or-nothing: on any error
-    (validation, embedder) nothing is written. Raises the RAG API's errors.
+    The given text becomes each document's source: it is embedded first, then one transaction
+    supersedes queued or running background work for the same ids, swaps the chunks in and
+    records the ingest, so a worker finishing later cannot overwrite this version.
+    All-or-nothing: on any error (validation, embedder, the write) nothing is written.
+    Raises the RAG API's errors.
     """
     external_ids = sorted({d.id for d in documents})
+    base = rag.tenant_service(tenant.slug, embedder=embedder)
+    # By default the tenant's embedding model is followed (and a switch by manage.py reembed while
+    # this embeds makes it embed again with the new model).
+    follow = factory.embedder_for_model if embedder == DEFAULT else None
+    chunker = PassageChunker(base.chunker, passages) if passages else base.chunker
+    service = rag.service(base.backend, base.embedder, chunker, namespace=tenant.slug, embedder_for_model=follow)
+    plan = async_to_sync(service.prepare_ingest)(documents, actor=actor, trigger=trigger)
 
-    def supersede() -> None:
+    @transaction.atomic
+    def write(plan: rag.PreparedIngest) -> rag.Stored:
         # Locks in external_id order, the order the backend's upsert locks them in.
         rows = list(
             Document.objects.select_for_update()
@@ -126,20 +134,16 @@ def document_ingest(
         )
         Document.objects.filter(pk__in=[pk for pk, _ in rows]).mark_superseded()
         _delete_files_on_commit([name for _, name in rows if name])
-
-    def record() -> None:  # new rows included: the backend has just created them
+        stored = service.write_ingest(plan)
+        # New rows included: the write has just created them.
         Document.objects.filter(tenant=tenant, external_id__in=external_ids).mark_ingested(actor=actor)
+        indexing.after_write(namespace=tenant.slug, stored=stored)
+        return stored
 
-    base = rag.tenant_service(tenant.slug, embedder=embedder)
-    guarded = GuardedBackend(base.backend, before=supersede, after=record)
-    # By default the tenant's embedding model is followed (and a switch by manage.py reembed while
-    # this embeds makes it embed again with the new model).
-    follow = factory.embedder_for_model if embedder == DEFAULT else None
-    chunker = PassageChunker(base.chunker, passages) if passages else base.chunker
-    service = rag.service(guarded, base.embedder, chunker, namespace=tenant.slug, embedder_for_model=follow)
-    stored = async_to_sync(service.ingest_documents)(documents, actor=actor, trigger=trigger)
-    indexing.after_write(namespace=tenant.slug, stored=stored)
-    return stored.chunks
+    try:
+        return write(plan).chunks
+    except rag.EmbeddingModelChanged as changed:
+        return write(async_to_sync(service.embed_again)(plan, changed)).chunks
 
 
 def document_upload_create(

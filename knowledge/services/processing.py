@@ -2,10 +2,12 @@
 
 Faults:
 
-- A worker writes only while it still holds the lease and nobody asked to cancel: both
-  are checked under a row lock in the same transaction as the chunk swap (a
-  ``GuardedBackend``), so a cancelled, deleted, superseded or reclaimed document is
-  never overwritten by a worker that lost it.
+- A worker writes only while it still holds the lease and nobody asked to cancel: the
+  worker embeds first (``RAGService.prepare_ingest``, no transaction open), then, in one
+  transaction of its own, checks both under a row lock, swaps the chunks in
+  (``RAGService.write_ingest``, on this thread's connection) and records the outcome
+  (``state.land``). A cancelled, deleted, superseded or reclaimed document is never
+  overwritten by a worker that lost it, and chunks never land without their status.
 - A killed worker stops renewing its lease; ``knowledge.services.reclaim`` re-queues it.
 - Embedding-provider errors are retried per batch with exponential backoff
   (``QUARRY_EMBEDDING_RETRIES``), then the document fails with the provider's message.
@@ -31,7 +33,7 @@ from knowledge.models import Chunk, Document, lease_renew
 from knowledge.rag import factory, limits
 from knowledge.rag.chunking import PassageChunker, chunker_output
 from knowledge.rag.protocols import Chunker, Embedder
-from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
+from knowledge.rag.wrappers import RetryingEmbedder
 from knowledge.services import indexing, state
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,7 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
         return Outcome.SKIPPED
     document = claim.document
     label = state.document_label(document)
-    landed: list[Outcome] = []  # set by the guarded write, in its transaction
+    landed: Outcome | None = None
     error: str | None = None
     cancelled = False
     with _LeaseKeeper(document.pk, claim.lease_id, floor=document.progress) as keeper:
@@ -95,14 +97,18 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
             keeper.check()
             chunker = _chunker(source, passages)
             planned = _quota_check(document, source, label, chunker=chunker)
-            service = _worker_service(claim, embedder, landed, keeper, chunker, planned)
+            service = _worker_service(claim, embedder, chunker)
             keeper.phase(Phase.EMBEDDING)
-            stored = async_to_sync(service.ingest_documents)(
+            plan = async_to_sync(service.prepare_ingest)(
                 [source], actor=document.requested_by or None,
                 on_progress=lambda fraction: keeper.report(_EXTRACTED + (_EMBEDDED - _EXTRACTED) * fraction, check=True),
                 on_counts=keeper.counts,
             )
-            indexing.after_write(namespace=document.tenant.slug, stored=stored)
+            try:
+                landed = _land(claim, service, plan, keeper, planned)
+            except rag.EmbeddingModelChanged as changed:
+                # manage.py reembed switched the tenant's model while this embedded: embed again with the new one, once.
+                landed = _land(claim, service, async_to_sync(service.embed_again)(plan, changed), keeper, planned)
             if keeper.first_counts is not None:
                 reused, total = keeper.first_counts
                 logger.info("document %s (%s): embedded %s of %s texts; %s re-used (stored chunks or an interrupted run)",
@@ -128,9 +134,32 @@ def document_process(*, document_pk: int, embedder: EmbedderChoice = DEFAULT) ->
         except Exception as exc:
             logger.exception("processing document %s (%s) failed", document.pk, label)
             error = f"{label} could not be processed because of an internal error ({type(exc).__name__}); the details are in the worker log"
-    if landed:
-        return landed[0]
+    if landed is not None:
+        return landed
     return _finish_unlanded(claim, error=error, cancelled=cancelled)
+
+
+def _land(claim: state.Claim, service: rag.RAGService, plan: rag.PreparedIngest, keeper: _LeaseKeeper, planned: int | None) -> Outcome:
+    """Swap the document's chunks in and record the outcome, in one transaction, while the lease holds.
+
+    The lease and the cancel flag are read under the document's row lock, which the transaction keeps
+    to its end: a reclaim, cancel, delete or newer request waits for the commit, or wins before it and
+    this writes nothing (``_LeaseLost``, ``_Cancelled``, raised out of the transaction). ``planned``: the
+    document's chunk count when its tenant bounds chunks, checked again with the tenant row locked.
+    """
+    document = claim.document
+    keeper.phase(Phase.INDEXING)
+    with transaction.atomic():
+        row = Document.objects.select_for_update().filter(pk=document.pk).values_list("lease_id", "cancel_requested").first()
+        if row is None or row[0] != claim.lease_id:
+            raise _LeaseLost()
+        if row[1]:
+            raise _Cancelled()
+        if planned is not None:
+            _quota_check(document, None, state.document_label(document), planned=planned, lock=True)  # type: ignore[arg-type]
+        stored = service.write_ingest(plan)
+        indexing.after_write(namespace=plan.namespace, stored=stored)
+        return Outcome.READY if state.land(document) else Outcome.REQUEUED
 
 
 def _source_document(document: Document, label: str) -> tuple[rag.RAGDocument, tuple[str, ...]]:
@@ -207,38 +236,18 @@ def _quota_check(
     return planned
 
 
-def _worker_service(
-    claim: state.Claim, embedder: EmbedderChoice, landed: list[Outcome], keeper: _LeaseKeeper, chunker: Chunker,
-    planned: int | None = None,
-) -> rag.RAGService:
-    """The tenant's RAG service, with a retrying embedder, ``chunker`` (``_chunker``) and a backend that writes
-    only for the lease holder.
-
-    ``planned``: the document's chunk count when its tenant bounds chunks (re-checked under lock before the swap)."""
+def _worker_service(claim: state.Claim, embedder: EmbedderChoice, chunker: Chunker) -> rag.RAGService:
+    """The tenant's RAG service, with a retrying embedder and ``chunker`` (``_chunker``)."""
     document = claim.document
-
-    def before() -> None:
-        keeper.phase(Phase.INDEXING)
-        row = Document.objects.select_for_update().filter(pk=document.pk).values_list("lease_id", "cancel_requested").first()
-        if row is None or row[0] != claim.lease_id:
-            raise _LeaseLost()
-        if row[1]:
-            raise _Cancelled()
-        if planned is not None:
-            _quota_check(document, None, state.document_label(document), planned=planned, lock=True)  # type: ignore[arg-type]
-
-    def after() -> None:
-        landed.append(Outcome.READY if state.land(document) else Outcome.REQUEUED)
-
     # By default the tenant's embedding model (manage.py reembed may switch it while this runs: the
-    # service then embeds again with the new one).
+    # write then refuses the vectors and the worker embeds again with the new one).
     follow = embedder == DEFAULT
     base = rag.tenant_service(document.tenant.slug, embedder=rag.tenant_embedder(document.tenant.slug) if follow else embedder)
     model = None
     if base.embedder is not None:
         model = RetryingEmbedder(base.embedder, retries=settings.QUARRY_EMBEDDING_RETRIES,
                                  delay_seconds=settings.QUARRY_EMBEDDING_RETRY_DELAY_MS / 1000)
-    return rag.service(GuardedBackend(base.backend, before=before, after=after), model, chunker, namespace=document.tenant.slug,
+    return rag.service(base.backend, model, chunker, namespace=document.tenant.slug,
                        embedder_for_model=factory.embedder_for_model if follow else None)
 
 

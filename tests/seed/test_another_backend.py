@@ -12,7 +12,7 @@ import pytest
 from knowledge.rag import RAGBackend, RAGChunk, RAGDocument, RAGService, SearchMode, rag
 from knowledge.rag.backends.memory import MemoryBackend
 from knowledge.rag.backends.postgres import PostgresBackend
-from knowledge.rag.wrappers import GuardedBackend, RetryingEmbedder
+from knowledge.rag.wrappers import RetryingEmbedder
 from tests.embedders import BagOfWordsEmbedder
 from tests.factories import make_tenant
 from tests.seed.company_search import CompanySearchBackend
@@ -102,34 +102,25 @@ def test_an_object_lacking_a_contract_method_is_refused_at_construction() -> Non
         rag.service(CompanySearchBackend(), embedder=object(), namespace="customer-a")  # type: ignore[arg-type]
 
 
-def test_wrappers_have_exactly_the_capabilities_of_what_they_wrap(client: BagOfWordsEmbedder) -> None:
-    seed = GuardedBackend(CompanySearchBackend(), before=lambda: None)
-    ours = GuardedBackend(PostgresBackend(), before=lambda: None)
-    capabilities = ("replace_documents", "delete_documents", "known_embeddings", "cached_embeddings", "cache_embeddings",
-                    "resolve_namespace", "supports_rerank")
-    assert [hasattr(seed, name) for name in capabilities] == [False] * len(capabilities)
-    assert [hasattr(ours, name) for name in capabilities] == [True] * len(capabilities)
+def test_a_retrying_embedder_has_exactly_the_capabilities_of_what_it_wraps(client: BagOfWordsEmbedder) -> None:
     plain = RetryingEmbedder(Embeddings(client), retries=0, delay_seconds=0)
     named = RetryingEmbedder(BagOfWordsEmbedder(), retries=0, delay_seconds=0)
     assert not hasattr(plain, "model_id") and not hasattr(plain, "dimension")
     assert (named.model_id, named.dimension) == ("test/bag-of-words", 64)
 
 
-def test_a_guarded_seed_backend_runs_the_hooks_around_its_replace(embeddings: Embeddings) -> None:
-    backend, seen = CompanySearchBackend(), []
-    guarded = GuardedBackend(backend, before=lambda: seen.append(("before", len(backend.rows))), after=lambda: seen.append(("after", len(backend.rows))))
-    knowledge = rag.service(guarded, embedder=embeddings, namespace="customer-a")
+def test_a_seed_backend_takes_an_ingest_prepared_first_and_written_after(embeddings: Embeddings) -> None:
+    """Prepare (chunk, embed) writes nothing; the synchronous write goes through the seed's ``replace``."""
+    backend = CompanySearchBackend()
+    assert not isinstance(backend, rag.SyncDocumentStore) and isinstance(PostgresBackend(), rag.SyncDocumentStore)
+    knowledge = rag.service(backend, embedder=embeddings, namespace="customer-a")
     assert run(index_manual, knowledge) == 1
-    assert seen == [("before", 0), ("after", 1)]
-    assert [h.chunk.chunk_id for h in run(knowledge.search, "product knowledge")] == ["manual-2026:0"]
-
-    def refuse() -> None:
-        raise PermissionError("lease lost")
-
-    refusing = rag.service(GuardedBackend(backend, before=refuse), embedder=embeddings, namespace="customer-a")
-    with pytest.raises(PermissionError):
-        run(refusing.ingest, (RAGDocument(id="manual-2026", text="replacement"),))
+    plan = run(knowledge.prepare_ingest, (RAGDocument(id="manual-2026", text="A replacement about invoices."),))
+    assert plan.total_chunks == 1 and len(plan.vectors) == 1
     assert [c.text for c in run(knowledge.fetch, ("manual-2026:0",))] == ["PostgreSQL-backed product knowledge..."]
+    assert knowledge.write_ingest(plan) == rag.Stored(1)
+    assert [c.text for c in run(knowledge.fetch, ("manual-2026:0",))] == ["A replacement about invoices."]
+    assert [h.chunk.chunk_id for h in run(knowledge.search, "invoices")] == ["manual-2026:0"]
 
 
 def test_quarry_backends_also_take_the_seeds_replace_and_delete(embeddings: Embeddings) -> None:
