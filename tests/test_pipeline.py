@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
 from knowledge import rag
 from knowledge.services import documents as doc_services
 from knowledge.services import processing, reclaim, state
-from knowledge.models import AuditEvent, Chunk, Document, DocumentStatus, EmbeddingCache
+from knowledge.models import AuditEvent, Chunk, CorpusStat, Document, DocumentStatus, EmbeddingCache
 from knowledge.services.documents import DocumentInputError
 from knowledge.services.processing import Outcome
 from knowledge.rag.embedding import LiteLLMEmbedder
@@ -438,6 +438,149 @@ def test_deleting_a_document_while_it_is_processed_does_not_bring_it_back(world:
     assert process(document, provider) is Outcome.LOST
     assert not Document.objects.filter(pk=document.pk).exists() and not Chunk.objects.exists()
     assert AuditEvent.objects.filter(action="delete", document_ids=["doomed"], actor="alice").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_reclaimed_while_the_worker_embeds_leaves_no_chunks_and_the_next_run_lands_without_embedding(
+    world: World, provider: FakeOpenAI,
+) -> None:
+    ready_document(world, provider)
+    document = paste(world, "handbook", "A version embedded by a worker the reclaim task presumed dead.")
+    reclaimed: list[reclaim.ReclaimResult] = []
+
+    def reclaim_now(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+        # Another connection (this server thread's) expires the lease and runs the real reclaim, in one
+        # transaction so that the worker's heartbeat cannot renew the lease in between.
+        with transaction.atomic():
+            Document.objects.filter(pk=document.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+            reclaimed.append(reclaim.documents_reclaim())
+        return embeddings_route(server, request)
+
+    provider.routes["/v1/embeddings"] = db_route(reclaim_now)
+    assert process(document, provider) is Outcome.LOST
+    assert reclaimed == [reclaim.ReclaimResult(requeued=1, failed=0, resent=0)]
+    row = reload(document)
+    # The vectors were embedded and kept, but nothing landed: no chunks of the new text, no status of it.
+    assert (row.status, row.lease_id, row.version, row.finished_at) == ("queued", "", 1, None)
+    assert keyword_hits(world, "presumed") == [] and keyword_hits(world, "searchable") == ["handbook:0"]
+    assert EmbeddingCache.objects.filter(tenant=world.acme).count() == 1
+    # The next run lands the request with the kept vector: it embeds nothing.
+    provider.routes["/v1/embeddings"] = embeddings_route
+    provider.requests.clear()
+    assert process(document, provider) is Outcome.READY
+    assert embedded_texts(provider) == 0
+    row = reload(document)
+    assert (row.status, row.lease_id, row.version) == ("ready", "", 2)
+    assert keyword_hits(world, "presumed") == ["handbook:0"]
+
+
+class LandingRefusal:
+    """A database that refuses to record that a write landed (``finished_at`` set on a ready row: the
+    worker's ``state.land``, the synchronous ingest's ``mark_ingested``), as a full disk or a broken
+    constraint would, after the chunk swap's statements have run. A trigger: nothing of Quarry's is patched."""
+
+    def __init__(self) -> None:
+        self.installed = False
+
+    def on(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "CREATE FUNCTION test_refuse_landing() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'landing refused by the test'; END $$"
+            )
+            cursor.execute(
+                "CREATE TRIGGER test_refuse_landing BEFORE UPDATE ON knowledge_document FOR EACH ROW "
+                "WHEN (NEW.status = 'ready' AND NEW.finished_at IS DISTINCT FROM OLD.finished_at) "
+                "EXECUTE FUNCTION test_refuse_landing()"
+            )
+        self.installed = True
+
+    def off(self) -> None:
+        if self.installed:
+            with connection.cursor() as cursor:
+                cursor.execute("DROP TRIGGER test_refuse_landing ON knowledge_document")
+                cursor.execute("DROP FUNCTION test_refuse_landing()")
+            self.installed = False
+
+
+@pytest.fixture
+def refusal() -> Iterator[LandingRefusal]:
+    refusal = LandingRefusal()
+    try:
+        yield refusal
+    finally:
+        refusal.off()  # the trigger is schema, not data: the test database's flush would keep it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_whose_landing_fails_writes_no_chunks_keeps_its_lease_and_is_reclaimed(
+    world: World, provider: FakeOpenAI, refusal: LandingRefusal,
+) -> None:
+    """The chunk swap and the lifecycle's transition are one transaction: when one fails, neither happened."""
+    ready_document(world, provider)
+    document = paste(world, "handbook", "A new version whose landing the database refuses at first.")
+    refusal.on()
+    with pytest.raises(DatabaseError, match="landing refused"):
+        process(document, provider)  # a database error propagates: the lease lapses and the reclaim retries
+    row = reload(document)
+    assert (row.status, row.version, row.chunk_count, row.text) == ("processing", 1, 1, "Quarry keeps the old chunks searchable.")
+    assert row.lease_id != "" and row.finished_at is None
+    assert keyword_hits(world, "refuses") == [] and keyword_hits(world, "searchable") == ["handbook:0"]
+    assert AuditEvent.objects.filter(action="ingest").count() == 1  # the first version's only
+    refusal.off()
+    expire(document, attempts=1)
+    assert reclaim.documents_reclaim() == reclaim.ReclaimResult(requeued=1, failed=0, resent=0)
+    provider.requests.clear()
+    assert process(document, provider) is Outcome.READY
+    assert embedded_texts(provider) == 0  # the failed run's vector was kept for this one
+    row = reload(document)
+    assert (row.status, row.version, row.lease_id) == ("ready", 2, "") and keyword_hits(world, "refuses") == ["handbook:0"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_synchronous_ingest_whose_landing_fails_supersedes_nothing_and_writes_nothing(
+    world: World, provider: FakeOpenAI, refusal: LandingRefusal,
+) -> None:
+    ready_document(world, provider)
+    [queued] = doc_services.document_upload_create(tenant=world.acme, actor="editor", files=[upload("faq.txt", b"A queued upload.")])
+    refusal.on()
+    with pytest.raises(DatabaseError, match="landing refused"):
+        doc_services.document_ingest(
+            tenant=world.acme, actor="api", embedder=embedder(provider),
+            documents=[rag.RAGDocument("handbook", "Text from the API about basalt."), rag.RAGDocument("faq.txt", "An answer about basalt.")],
+        )
+    handbook, faq = Document.objects.get(tenant=world.acme, external_id="handbook"), reload(queued)
+    assert (handbook.status, handbook.version, handbook.requested_by) == ("ready", 1, "editor")
+    # Not superseded: the queued upload keeps its file, its generation and its place in the queue.
+    assert (faq.status, faq.generation, faq.source_file.name) == ("queued", queued.generation, queued.source_file.name)
+    assert keyword_hits(world, "basalt") == [] and keyword_hits(world, "searchable") == ["handbook:0"]
+    assert not AuditEvent.objects.filter(actor="api").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_switch_while_the_worker_embeds_makes_it_embed_again_with_the_new_model(world: World, provider: FakeOpenAI, settings) -> None:  # type: ignore[no-untyped-def]
+    """The write refuses vectors of the tenant's old model (manage.py reembed switched it meanwhile): the
+    worker embeds again with the new one and lands those, never a mix."""
+    settings.QUARRY_EMBEDDING_MODEL = "openai/test-embed"
+    settings.QUARRY_EMBEDDER = {"CLASS": "knowledge.rag.embedding.LiteLLMEmbedder", "OPTIONS": {
+        "model": "openai/test-embed", "dimension": 8, "api_base": provider.base_url, "api_key": "sk-test"}}
+    settings.LOCAL_EMBEDDERS = {**settings.LOCAL_EMBEDDERS, "words": ("tests.embedders.BagOfWordsEmbedder", 64)}
+    ready_document(world, provider)  # the tenant's first vectors: its model is the provider's
+    assert CorpusStat.objects.get(tenant=world.acme).embedding_model == "openai/test-embed"
+    document = paste(world, "switched", "Embedded while the tenant moves to another model.")
+    switched: list[int] = []
+
+    def switch(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
+        # Another connection moves the tenant, as reembed's switch leaves it (the chunks it staged aside).
+        switched.append(CorpusStat.objects.filter(tenant=world.acme).update(embedding_model="test/bag-of-words"))
+        return embeddings_route(server, request)
+
+    provider.routes["/v1/embeddings"] = db_route(switch)
+    assert processing.document_process(document_pk=document.pk) is Outcome.READY
+    assert switched == [1]  # the provider was asked once: the second embedding was the new model's
+    row = reload(document)
+    assert (row.status, row.embedding_model, row.version) == ("ready", "test/bag-of-words", 1)
+    assert set(Chunk.objects.filter(document=row).values_list("embedding_model", flat=True)) == {"test/bag-of-words"}
 
 
 # --- Concurrent requests ------------------------------------------------------------------------
