@@ -557,29 +557,42 @@ def test_a_synchronous_ingest_whose_landing_fails_supersedes_nothing_and_writes_
     assert not AuditEvent.objects.filter(actor="api").exists()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_model_switch_while_the_worker_embeds_makes_it_embed_again_with_the_new_model(world: World, provider: FakeOpenAI, settings) -> None:  # type: ignore[no-untyped-def]
-    """The write refuses vectors of the tenant's old model (manage.py reembed switched it meanwhile): the
-    worker embeds again with the new one and lands those, never a mix."""
+def switch_mid_embedding(world: World, provider: FakeOpenAI, settings) -> list[int]:  # type: ignore[no-untyped-def]
+    """The provider's model is the configured one and the tenant's (its first document's vectors); while the
+    provider embeds, another connection moves the tenant to a second model, as reembed's switch leaves it
+    (the chunks it staged aside). Returns the rows each switch changed."""
     settings.QUARRY_EMBEDDING_MODEL = "openai/test-embed"
     settings.QUARRY_EMBEDDER = {"CLASS": "knowledge.rag.embedding.LiteLLMEmbedder", "OPTIONS": {
         "model": "openai/test-embed", "dimension": 8, "api_base": provider.base_url, "api_key": "sk-test"}}
     settings.LOCAL_EMBEDDERS = {**settings.LOCAL_EMBEDDERS, "words": ("tests.embedders.BagOfWordsEmbedder", 64)}
-    ready_document(world, provider)  # the tenant's first vectors: its model is the provider's
+    ready_document(world, provider)
     assert CorpusStat.objects.get(tenant=world.acme).embedding_model == "openai/test-embed"
-    document = paste(world, "switched", "Embedded while the tenant moves to another model.")
     switched: list[int] = []
 
     def switch(server: FakeOpenAI, request: ReceivedRequest) -> Reply:
-        # Another connection moves the tenant, as reembed's switch leaves it (the chunks it staged aside).
         switched.append(CorpusStat.objects.filter(tenant=world.acme).update(embedding_model="test/bag-of-words"))
         return embeddings_route(server, request)
 
     provider.routes["/v1/embeddings"] = db_route(switch)
-    assert processing.document_process(document_pk=document.pk) is Outcome.READY
+    return switched
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("door", ["worker", "document_ingest"])
+def test_a_model_switch_while_embedding_makes_the_write_embed_again_with_the_new_model(
+    world: World, provider: FakeOpenAI, settings, door: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """The write refuses vectors of the tenant's old model: the caller embeds again with the new one and lands
+    those, never a mix."""
+    switched = switch_mid_embedding(world, provider, settings)
+    text = "Embedded while the tenant moves to another model."
+    if door == "worker":
+        assert processing.document_process(document_pk=paste(world, "switched", text).pk) is Outcome.READY
+    else:
+        assert doc_services.document_ingest(tenant=world.acme, actor="api", documents=[rag.RAGDocument("switched", text)]) == 1
     assert switched == [1]  # the provider was asked once: the second embedding was the new model's
-    row = reload(document)
-    assert (row.status, row.embedding_model, row.version) == ("ready", "test/bag-of-words", 1)
+    row = Document.objects.get(tenant=world.acme, external_id="switched")
+    assert (row.status, row.embedding_model, row.text) == ("ready", "test/bag-of-words", text)
     assert set(Chunk.objects.filter(document=row).values_list("embedding_model", flat=True)) == {"test/bag-of-words"}
 
 
