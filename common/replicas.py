@@ -15,8 +15,8 @@ reachable and lag at most ``QUARRY_REPLICA_MAX_LAG_SECONDS`` (``ReplicaMonitor``
 check a second per process, in a background thread, so no request waits for a check). None healthy,
 a principal pinned to the primary, or a read inside a transaction on the primary: the primary.
 
-Read-your-writes: a request that writes product data (``ReplicaRouter.db_for_write`` for the
-knowledge, chat and sources apps; the RAG backend's writes call ``note_write``) reads only the
+Read-your-writes: a request that writes what those reads return (``ReplicaRouter.db_for_write`` for
+the knowledge and sources apps; the RAG backend's writes call ``note_write``) reads only the
 primary from then on, and its principal (the bearer token, or the browser session) is pinned to
 the primary in the shared cache for the lag bound plus one check interval: a replica used by the
 next request has replayed everything older than that. A replica that fails during a read is marked
@@ -48,9 +48,11 @@ CHECK_INTERVAL = 1.0
 # A monitor whose last completed check is older than this (a check hanging on a dead host) is not trusted.
 _STALE_AFTER = 10.0
 _CHECK_CONNECT_TIMEOUT = 2
-# Writes to these apps' models pin the principal to the primary; accounts' bookkeeping (a token's
-# last use) does not change anything a replica read returns, and would pin every reader once a minute.
-STICKY_APP_LABELS = frozenset({"knowledge", "chat", "sources"})
+# Writes to these apps' models pin the principal to the primary: they change what replica reads return
+# (documents, chunks; sources write documents). Conversations (chat) are always read on the primary, so
+# writing one pins nothing: a chat or agent run stores turns and steps, and its retrieval keeps the
+# replica. Accounts' bookkeeping (a token's last use) would pin every reader once a minute for nothing.
+STICKY_APP_LABELS = frozenset({"knowledge", "sources"})
 _PIN_KEY = "quarry:replica-pin:"
 
 # Lag in seconds as the replica sees it. Replay timestamps age while the primary is idle, so a

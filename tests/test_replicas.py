@@ -83,6 +83,18 @@ def mcp_text(callers: Callers, token: str, tool: str, arguments: dict[str, objec
     return response.text
 
 
+def chat_retrieved(callers: Callers, token: str, prompt: str) -> set[str]:
+    """The documents a chat answer (the built-in offline model) was given, cited or not."""
+    headers = {"Authorization": f"Bearer {token}"}
+    session = httpx.post(f"{callers.base}/v1/chat/sessions", json={}, headers=headers, timeout=60)
+    assert session.status_code == 201, session.text
+    response = httpx.post(f"{callers.base}/v1/chat/completions", headers=headers, timeout=120,
+                          json={"session_id": session.json()["session_id"], "prompt": prompt})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return {c["document_id"] for c in body["citations"] + body.get("also_retrieved", [])}
+
+
 def on_replica(replica: StreamingReplica, doc_id: str) -> bool:
     with replica.connect() as conn:
         return conn.execute("SELECT EXISTS (SELECT 1 FROM knowledge_document WHERE external_id = %s)", [doc_id]).fetchone()[0]
@@ -109,6 +121,9 @@ def test_searches_and_lists_read_the_replica_while_the_writer_reads_its_own_writ
             # The reader's search and list come from the replica (healthy within the bound, replay paused).
             assert found(callers, callers.reader, "zebraquartz") == []
             assert listed(callers, callers.reader) == {"settled"}
+            # Chat's retrieval too, although the exchange itself is written (on the primary) meanwhile.
+            assert "fresh" not in chat_retrieved(callers, callers.reader, "What is zebraquartz?")
+            assert "fresh" in chat_retrieved(callers, callers.editor, "What is zebraquartz?")
             # MCP's reads too: the same backend search, and its own document list.
             assert "zebraquartz" not in mcp_text(callers, callers.reader, "keyword_search", {"query": "zebraquartz"})
             assert '\\"fresh\\"' not in mcp_text(callers, callers.reader, "list_documents", {})
