@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -131,12 +131,6 @@ class ReplicaMonitor:
         with self._lock:
             self._health[alias] = Health(lag=None, checked_at=time.monotonic(), error=str(error).splitlines()[0] if str(error) else "")
 
-    def check_now(self, aliases: tuple[str, ...]) -> None:
-        """Run one round of checks in this thread (tests, and a process's first look)."""
-        with self._lock:
-            self._checking = True
-        self._check_all(aliases)
-
     def _check_all(self, aliases: tuple[str, ...]) -> None:
         try:
             for alias in aliases:
@@ -198,7 +192,7 @@ class Routing:
     alias: str | None = None
     decided: bool = False
     wrote: bool = False
-    pinned: bool = field(default=False)
+    pinned: bool = False  # the principal wrote within the bound (diagnostics)
 
 
 _routing: ContextVar[Routing | None] = ContextVar("quarry_replica_routing", default=None)
