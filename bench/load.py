@@ -61,6 +61,10 @@ STOCK_DB = "quarry_bench_load"
 EMBEDDED_DB = "bench_load"
 TENANT = "bench-load"
 TOKENS = 500  # one per concurrent client at the highest default level
+# A pooled connection is dropped after this many idle seconds, before uvicorn's own keep-alive timeout (5 s)
+# closes it: at the same 5 s (httpx's default) a request sent as the server closes fails as a ReadError,
+# a race of the client's pool, not a refusal of the server.
+KEEPALIVE_EXPIRY = 2.0
 LOG_DIR = ROOT / "var" / "bench-logs"
 # Setups on a primary (and replica) of their own, made here from the embedded package's PostgreSQL 18.
 PRIVATE_SETUPS = ("bouncer-primary", "bouncer-replica")
@@ -386,7 +390,8 @@ async def search_load(bases: list[str], tokens: list[str], queries: list[str], c
     retry_after_missing = 0
     issued = 0
     deadline = time.monotonic() + cap
-    limits = httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10)
+    limits = httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10,
+                         keepalive_expiry=KEEPALIVE_EXPIRY)
     async with httpx.AsyncClient(timeout=httpx.Timeout(60, connect=30), limits=limits) as client:
 
         async def worker(n: int) -> None:
@@ -421,7 +426,7 @@ async def chat_load(bases: list[str], tokens: list[str], queries: list[str], str
 
     latencies: list[float] = []
     errors: Counter[str] = Counter()
-    limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
+    limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10, keepalive_expiry=KEEPALIVE_EXPIRY)
     async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=30), limits=limits) as client:
         sessions = []
         headers = [{"Authorization": f"Bearer {tokens[n % len(tokens)]}"} for n in range(streams)]

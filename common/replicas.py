@@ -251,10 +251,16 @@ def note_write() -> None:
 def _is_pinned(principal: str) -> bool:
     from django.core.cache import cache
 
+    from common.db import release_connection
+
     try:
         return cache.get(_PIN_KEY + principal) is not None
     except Exception:  # noqa: BLE001 - unsure whether it just wrote: the primary is always right
         return True
+    finally:
+        # Without Redis the pins live in the primary's cache table: its connection goes back to the pool
+        # now, not held idle while the search runs on the replica.
+        release_connection()
 
 
 def _choose(routing: Routing) -> str | None:

@@ -139,6 +139,9 @@ def test_searches_and_lists_read_the_replica_while_the_writer_reads_its_own_writ
 
 def test_a_replica_lagging_past_the_bound_is_skipped(streaming_replica: StreamingReplica) -> None:
     with served(streaming_replica, max_lag=2, log_name="uvicorn-replica-lag") as callers:
+        # An idle primary: the last replayed commit grows older than the bound, yet nothing is pending.
+        time.sleep(3)
+        assert replica_state(callers.base) == {"usable": True, "lag_seconds": 0.0, "error": None}
         with replay_paused(streaming_replica):
             ingest(callers, "late", "lagwort grows late")
             assert not on_replica(streaming_replica, "late")
