@@ -65,6 +65,10 @@ TOKENS = 500  # one per concurrent client at the highest default level
 # closes it: at the same 5 s (httpx's default) a request sent as the server closes fails as a ReadError,
 # a race of the client's pool, not a refusal of the server.
 KEEPALIVE_EXPIRY = 2.0
+# uvicorn's keep-alive timeout for the setups that start uvicorn themselves (as a reverse proxy's upstream
+# keep-alive is usually set). The client runs niced on a busy machine: a connection it took from its pool
+# can wait seconds before its request is written, and uvicorn's 5 s default then closes it under it.
+SERVER_KEEPALIVE = 30
 LOG_DIR = ROOT / "var" / "bench-logs"
 # Setups on a primary (and replica) of their own, made here from the embedded package's PostgreSQL 18.
 PRIVATE_SETUPS = ("bouncer-primary", "bouncer-replica")
@@ -175,7 +179,7 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes], log_name: str) -> Non
 
 def uvicorn_argv(port: int) -> list[str]:
     return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-            "--ws", "websockets", "--no-server-header", "--no-access-log"]
+            "--ws", "websockets", "--no-server-header", "--no-access-log", "--timeout-keep-alive", str(SERVER_KEEPALIVE)]
 
 
 @contextmanager
