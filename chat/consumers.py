@@ -68,6 +68,7 @@ from chat.models import ChatSession, SessionKind, TurnRole
 from chat.pipeline import Branch, answer_stream
 from chat.services import chat_session_create, chat_turn_select
 from chat.selectors import chat_session_find, chat_transcript, chat_turn_find
+from common import replicas
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -182,6 +183,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         request_id = content.get("request_id")
         if not isinstance(request_id, str) or len(request_id) > MAX_REQUEST_ID_CHARS:
             request_id = None
+        # Each message is a request of its own: its retrieval may read a replica (common.replicas), the
+        # browser session being the principal that a write (an attached file) pins to the primary.
+        session = self.scope.get("session")
+        replicas.begin(replicas.principal_key(session_key=session.session_key if session else None))
         handler = {"ask": self._ask, "cancel": self._cancel, "history": self._history, "regenerate": self._regenerate,
                    "edit": self._edit, "select": self._select}.get(content.get("type"))
         if handler is None:

@@ -21,6 +21,7 @@ import re
 import uuid
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import BadRequest, DisallowedHost, PermissionDenied, SuspiciousOperation
@@ -30,6 +31,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import Resolver404, get_resolver, get_urlconf, is_valid_path
 from django.utils.deprecation import MiddlewareMixin
 
+from common import replicas
 from common.db import DATABASE_ERRORS, RETRY_AFTER, database_error_kind
 
 logger = logging.getLogger(__name__)
@@ -162,3 +164,43 @@ class ErrorHandlersMiddleware(MiddlewareMixin):
                                                       extra={"status_code": 500, "request": request})
             return _handled(request, 500)
         return None
+
+
+class ReplicaRoutingMiddleware:
+    """Opens each request's replica routing for its principal (``common.replicas``), and pins a principal
+    that wrote to the primary afterwards. Installed only with ``DATABASE_REPLICA_URLS``.
+
+    Under ASGI the routing is not closed when the view returns: a streamed answer retrieves while its
+    body is sent, in the request's own task, whose context ends with it.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        routing = replicas.begin(_principal(request))
+        try:
+            return self.get_response(request)
+        finally:
+            replicas.finish(routing)
+            replicas.clear()  # a sync server's thread serves the next request in this same context
+
+    async def __acall__(self, request: HttpRequest) -> Any:
+        routing = replicas.begin(_principal(request))
+        response = await self.get_response(request)
+        if routing is not None and routing.wrote:
+            await sync_to_async(replicas.finish)(routing)
+        return response
+
+
+def _principal(request: HttpRequest) -> str | None:
+    return replicas.principal_key(authorization=request.headers.get("Authorization"),
+                                  session_key=request.COOKIES.get(settings.SESSION_COOKIE_NAME))

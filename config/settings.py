@@ -180,6 +180,34 @@ if QUARRY_DB_POOL_SIZE:
 # Server-side prepared statements stay off (Django's default prepare_threshold=None for psycopg 3):
 # a transaction pooler hands each transaction a different server connection.
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = QUARRY_DB_PGBOUNCER
+
+# Read replicas (README "Read replicas", common/replicas.py): each URL of DATABASE_REPLICA_URLS is an
+# alias replica_1, replica_2, ... with the primary's options and a pool of its own. A read that waits a
+# second for one of its connections is served by the primary instead. Tests mirror the test database.
+DATABASE_REPLICA_URLS = env_list("DATABASE_REPLICA_URLS", [])
+QUARRY_REPLICA_MAX_LAG_SECONDS = env_float("QUARRY_REPLICA_MAX_LAG_SECONDS", 5.0, minimum=0.0, maximum=3600.0)
+QUARRY_REPLICA_ALIASES: tuple[str, ...] = ()
+for _n, _url in enumerate(DATABASE_REPLICA_URLS, start=1):
+    try:
+        _replica = dict(dj_database_url.parse(_url, conn_max_age=_CONN_MAX_AGE))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_REPLICA_URLS: item {_n} is not a valid database URL: {exc}") from None
+    if _replica.get("ENGINE") != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(f"DATABASE_REPLICA_URLS: item {_n} must point at PostgreSQL (postgres:// or postgresql://).")
+    _replica["OPTIONS"] = {**_replica.get("OPTIONS", {}), "connect_timeout": DATABASES["default"]["OPTIONS"]["connect_timeout"]}
+    if QUARRY_DB_POOL_SIZE:
+        _replica["OPTIONS"]["pool"] = {**DATABASES["default"]["OPTIONS"]["pool"], "timeout": min(QUARRY_DB_POOL_TIMEOUT, 1.0),
+                                       "name": f"quarry-replica-{_n}"}
+        # Failures to reach a replica must not make the primary's busy pool look unreachable (common.db).
+        _replica["OPTIONS"]["pool"].pop("connection_class", None)
+    _replica.update(CONN_HEALTH_CHECKS=True, DISABLE_SERVER_SIDE_CURSORS=QUARRY_DB_PGBOUNCER, TEST={"MIRROR": "default"})
+    DATABASES[f"replica_{_n}"] = _replica
+    QUARRY_REPLICA_ALIASES += (f"replica_{_n}",)
+DATABASE_ROUTERS = ["common.replicas.ReplicaRouter"] if QUARRY_REPLICA_ALIASES else []
+if QUARRY_REPLICA_ALIASES:
+    # Each request's principal, for its replica reads and its pin to the primary after a write.
+    MIDDLEWARE.insert(MIDDLEWARE.index("config.middleware.DatabaseUnavailableMiddleware") + 1,
+                      "config.middleware.ReplicaRoutingMiddleware")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: Channels layer and task broker -------------------------------------

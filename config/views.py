@@ -24,6 +24,7 @@ from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_safe
 
+from common import replicas
 from common.db import database_error_kind
 from config.middleware import API_PREFIX, database_error_response, error_body, internal_error_response, request_id_of
 from common.uploads import UploadTooLarge
@@ -49,7 +50,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
         if kind == "overloaded":
             return JsonResponse({"status": "overloaded", "database": "busy", "detail": detail}, status=503)
         return JsonResponse({"status": "unavailable", "database": "unreachable", "detail": detail}, status=503)
-    return JsonResponse({"status": "ok", "database": "ok"})
+    body: dict[str, object] = {"status": "ok", "database": "ok"}
+    if replicas.replica_aliases():
+        # Informational: reads fall back to the primary, so a replica down or behind never makes this process unready.
+        body["replicas"] = replicas.status()
+    return JsonResponse(body)
 
 
 @require_safe

@@ -97,3 +97,12 @@ def model_world(world: World, fake: FakeOpenAI, tmp_path: Path, settings: Any) -
     index_world(world)
     settings.QUARRY_MODEL_CONFIG_PATH = write_catalog(tmp_path / "models.yaml", fake.base_url)
     return world
+
+
+@pytest.fixture(scope="session")
+def streaming_replica(django_db_setup: None, django_db_blocker: Any) -> Iterator[Any]:
+    """One real streaming replica of the test database's server for the whole session (tests/replica.py)."""
+    from tests.replica import streaming_replica_of_test_database
+
+    with django_db_blocker.unblock(), streaming_replica_of_test_database() as replica:
+        yield replica

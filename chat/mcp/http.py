@@ -46,6 +46,7 @@ from accounts.models import TENANT_SLUG_RE, ApiToken
 from accounts.selectors import api_token_for_secret
 from accounts.services import api_token_touch
 from chat.mcp.server import CALLER, build_server
+from common import replicas
 from common.throttling import BadTokenThrottle, Throttled
 
 logger = logging.getLogger(__name__)
@@ -117,6 +118,12 @@ def _requested_tenant(scope: Scope) -> str | None:
     return values[-1] if values else None
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The last value of a request header (``name`` in lower case), or None."""
+    values = [v for k, v in scope.get("headers", []) if k.lower() == name]
+    return values[-1].decode("latin-1") if values else None
+
+
 def _context(token: ApiToken, slug: str | None) -> TenantContext:
     return token_tenant_context(token=token, slug=slug)
 
@@ -142,10 +149,13 @@ class _Tenant:
                              [(b"www-authenticate", b'Bearer error="invalid_token"')] if exc.status_code == 401 else None)
             return
         reset = CALLER.set(ctx)
+        # The token is the principal whose writes (through the REST API) pin it to the primary (common.replicas).
+        replicas.begin(replicas.principal_key(authorization=_header(scope, b"authorization")))
         try:
             await self.app(scope, receive, send)
         finally:
             CALLER.reset(reset)
+            replicas.clear()
 
 
 class _BadTokenRefusal:

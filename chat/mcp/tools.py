@@ -26,6 +26,7 @@ from django.conf import settings
 from accounts.access import TenantContext
 from accounts.models import Role
 from chat.agent.tools import SEARCH_TOOLS, Found, Toolbox, ToolFailure, tool_specs
+from common import replicas
 from knowledge import rag
 from knowledge.models import API_STATUSES, Document
 
@@ -214,7 +215,9 @@ async def _list_documents(ctx: TenantContext, arguments: dict[str, Any]) -> dict
     metadata = _metadata_filter(arguments.get("metadata"))
     limit = _int_argument(arguments, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     offset = _int_argument(arguments, "offset", 0, 0, MAX_OFFSET)
-    return await sync_to_async(_document_page)(ctx, status=status, metadata=metadata, limit=limit, offset=offset)
+    # On the request's replica when it has one (common.replicas); MCP never writes, so it is never pinned by itself.
+    return await sync_to_async(replicas.replica_read)(
+        lambda _alias: _document_page(ctx, status=status, metadata=metadata, limit=limit, offset=offset))
 
 
 def _document_page(ctx: TenantContext, *, status: str | None, metadata: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from accounts.access import get_for_tenant, resolve_tenant_context
 from accounts.permissions import IsTenantEditor, IsTenantReader
+from common import replicas
 from common.parsers import BoundedJSONField
 from common.serializers import ClosedSerializer, TenantField
 from knowledge import rag
@@ -155,9 +156,13 @@ class DocumentListApi(_ReadOrEdit):
         query = DocumentListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         v = query.validated_data
-        documents = document_list(tenant=ctx.tenant, status=v.get("status"))
-        count = documents.count()
-        page = list(documents[v["offset"] : v["offset"] + v["limit"]])
+
+        def read(_alias: str) -> tuple[int, list[Any]]:
+            documents = document_list(tenant=ctx.tenant, status=v.get("status"))
+            return documents.count(), list(documents[v["offset"] : v["offset"] + v["limit"]])
+
+        # A list may lag the primary by the replica bound; a caller that just wrote reads the primary.
+        count, page = replicas.replica_read(read)
         url = request.build_absolute_uri()
         following = v["offset"] + v["limit"]
         return Response({

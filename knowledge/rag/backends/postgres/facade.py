@@ -7,12 +7,14 @@ this backend; its writes are the ``index_hook``'s, inside this backend's transac
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
 
+from common import replicas
 from knowledge.rag import factory
 from knowledge.rag.backends.chunks import documents_from_chunks
 from knowledge.rag.backends.postgres import plan, writes
@@ -93,6 +95,18 @@ class PostgresBackend:
         self.k1 = float(k1)
         self.b = float(b)
         self._pgvector: bool | None = None
+        self._readers: dict[str, PostgresBackend] = {}
+
+    def _on(self, alias: str) -> PostgresBackend:
+        """This backend reading through ``alias`` (a replica of its database: same schema, same extensions)."""
+        if alias == self.using:
+            return self
+        reader = self._readers.get(alias)
+        if reader is None:
+            reader = copy.copy(self)
+            reader.using, reader._readers = alias, {}
+            self._readers[alias] = reader
+        return reader
 
     def has_pgvector(self) -> bool:
         """Whether the database has pgvector (asked once per backend)."""
@@ -122,6 +136,7 @@ class PostgresBackend:
         for the document rows this stores); documents without chunks are deleted. One transaction, audited
         with no actor and trigger ``user``."""
         documents, emptied = documents_from_chunks(namespace, document_ids, chunks)
+        replicas.note_write()
         await sync_to_async(self._replace_chunks, thread_sensitive=True)(namespace, documents, emptied)
 
     def _replace_chunks(self, namespace: str, documents: Sequence[PreparedDocument], emptied: Sequence[str]) -> None:
@@ -133,12 +148,17 @@ class PostgresBackend:
 
     async def delete(self, namespace: str, document_ids: Sequence[str]) -> None:
         """The seed's deletion (audited with no actor and trigger ``user``)."""
+        replicas.note_write()
         await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, list(document_ids), None, "user")
 
     async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids)
 
     def _fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+        # A read that need not see the caller's own latest write: a replica's when the request has one.
+        return replicas.replica_read(lambda alias: self._on(alias)._fetch_here(namespace, chunk_ids), primary=self.using)
+
+    def _fetch_here(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
         tenant_id = self._find_tenant_id(namespace)
         if tenant_id is None:
             return []  # an unknown namespace holds nothing (as search says)
@@ -156,6 +176,10 @@ class PostgresBackend:
         return await sync_to_async(self._search, thread_sensitive=True)(query)
 
     def _search(self, query: RAGQuery) -> list[RAGHit]:
+        # On the request's replica when it has one (common.replicas: none after its own write, none lagging).
+        return replicas.replica_read(lambda alias: self._on(alias)._search_here(query), primary=self.using)
+
+    def _search_here(self, query: RAGQuery) -> list[RAGHit]:
         tenant_id = self._query_tenant_id(query)
         if tenant_id is None:
             return []  # an unknown namespace holds nothing
@@ -173,9 +197,12 @@ class PostgresBackend:
     ) -> Stored:
         """``replace_documents`` on the calling thread's connection (``SyncDocumentStore``): inside the
         caller's transaction on ``using`` it is part of it (its own is then a savepoint)."""
+        # The caller reads its own write from the primary, and is pinned there (common.replicas).
+        replicas.note_write()
         return writes.replace(self, namespace, documents, actor, trigger)
 
     async def delete_documents(self, namespace: str, document_ids: Sequence[str], *, actor: str | None, trigger: Trigger) -> int:
+        replicas.note_write()
         return await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, document_ids, actor, trigger)
 
     # --- the namespace's resolution; vectors: stored ones to reuse, the cache of computed ones -------
