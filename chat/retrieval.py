@@ -149,16 +149,19 @@ async def search(
     ``rag.EmbedderError``, as it has no keyword equivalent. Other errors propagate.
 
     With ``options.reranks`` the search reads the re-ranker's depth of candidates and re-ranks them
-    (``rag.rerank``; ``Searched.rerank`` says whether it ran, and why not) before the page is cut; the
-    graph's page is left as the graph placed it.
+    (``rag.rerank``; ``Searched.rerank`` says whether it ran, and why not) before the page is cut; on a
+    graph search's page, the passages the graph placed keep their places (``keep_placed``).
     """
     fusion = options.fusion_for(mode)
     reranks = options.reranks
     try:
         if options.graph and mode is rag.SearchMode.HYBRID and service.has_graph:
-            result = await service.graph_search(query, limit=graph_page(limit), filters=filters, **fusion)
-            skipped = rag.Reranked((), applied=False, reason="not applied with graph search (the graph places its passages)")
-            return Searched(with_graph_placed(result.hits, limit), result, rerank=skipped if reranks else None)
+            page = max(graph_page(limit), rag.rerank_depth(limit)) if reranks else graph_page(limit)
+            result = await service.graph_search(query, limit=page, filters=filters, **fusion)
+            if not reranks:
+                return Searched(with_graph_placed(result.hits, limit), result)
+            reranked = await rag.rerank(query, result.hits, limit=len(result.hits), keep_placed=True)
+            return Searched(with_graph_placed(reranked.hits, limit), result, rerank=reranked)
         found = await service.search(query, mode=mode, limit=rag.rerank_depth(limit) if reranks else limit, filters=filters, **fusion)
         fallback = False
     except rag.EmbedderError as exc:
@@ -171,6 +174,9 @@ async def search(
     if not reranks:
         return Searched(list(found), keyword_fallback=fallback)
     reranked = await rag.rerank(query, found, limit=limit)
+    if not reranked.applied:
+        # Chat answers from fusion's order then; the agent's tools also tell the model (chat.agent.tools).
+        logger.warning("retrieval: not re-ranked (%s)", reranked.reason)
     return Searched(list(reranked.hits), keyword_fallback=fallback, rerank=reranked)
 
 

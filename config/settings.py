@@ -315,7 +315,7 @@ QUARRY_RERANKER: dict[str, object] | None = {
     "OPTIONS": {
         "model_dir": env_str("QUARRY_RERANK_MODEL_DIR") or None,
         "depth": env_int("QUARRY_RERANK_DEPTH", 20, minimum=2, maximum=100),
-        "weight": env_float("QUARRY_RERANK_WEIGHT", 2.0, minimum=0.01, maximum=1000.0),
+        "weight": env_float("QUARRY_RERANK_WEIGHT", 0.5, minimum=0.01, maximum=1000.0),
         "cache_mb": env_int("QUARRY_RERANK_CACHE_MB", 256, minimum=0, maximum=65536),
     },
 }

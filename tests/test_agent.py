@@ -251,7 +251,7 @@ def test_tool_failures_are_ok_false_results_not_errors(model_world: World, fake:
     assert "is not a valid chunk id" in errors[2]
     assert "not a JSON object" in errors[3]
     assert "no tool called 'delete_documents'" in errors[4] and "graph" not in errors[4]
-    assert errors[5] == "unexpected argument(s) colour; this tool takes query, limit, filters"
+    assert errors[5] == "unexpected argument(s) colour; this tool takes query, limit, filters, rerank"
     assert errors[6] == "limit: must be between 1 and 10 (QUARRY_AGENT_TOOL_MAX_RESULTS), got 500"  # refused, not capped
     run = run_of(body)
     assert run.steps[0]["calls"][3]["arguments"] == '{"query": "upl'  # kept as the model wrote it

@@ -113,9 +113,9 @@ def test_an_unknown_rerank_is_a_400_naming_the_field(rusty: World, value: object
     assert "rerank" in response.json()["fields"]
 
 
-def test_graph_search_reports_the_stage_as_not_applied(rusty: World) -> None:
+def test_graph_search_reranks_hybrids_own_hits(rusty: World) -> None:
     body = _search(rusty, rerank="colbert", graph_search=True)
-    assert body["rerank"]["applied"] is False and "graph" in body["rerank"]["reason"]
+    assert body["rerank"]["applied"] is True and body["hits"][0]["document_id"] == "answer"
 
 
 def test_chat_retrieval_reranks_by_default(rusty: World, settings: Any, tmp_path: Path) -> None:

@@ -111,7 +111,8 @@ class SearchInputSerializer(ClosedSerializer):
 class RerankSerializer(serializers.Serializer):
     requested = serializers.CharField()
     applied = serializers.BooleanField(help_text="False: the hits are in the mode's own order, and reason says why "
-                                                 "(no model, a model that failed, graph search).")
+                                                 "(no model, a model that failed). With graph_search, the passages the "
+                                                 "graph placed keep their places and scores.")
     model = serializers.CharField(required=False)
     depth = serializers.IntegerField(required=False, help_text="How many candidates were re-scored.")
     reason = serializers.CharField(required=False)
@@ -144,8 +145,9 @@ class SearchApi(APIView):
         release_connection()
         try:
             if v["graph_search"]:
-                result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],
-                                            min_score=v["min_score"], fusion=v.get("fusion"), fusion_weight=v.get("fusion_weight"))
+                result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=rag.rerank_depth(v["limit"]) if reranking else v["limit"],
+                                            filters=v["filters"], min_score=v["min_score"], fusion=v.get("fusion"),
+                                            fusion_weight=v.get("fusion_weight"))
                 hits = result.hits
                 graph = {
                     "used": bool(result.leg.entities),
@@ -155,8 +157,9 @@ class SearchApi(APIView):
                                   for r in result.leg.relations],
                 }
                 if reranking:
-                    # The graph placed its passages at chosen places of this page; re-scoring would undo that.
-                    reranked = rag.Reranked(tuple(hits), applied=False, reason="not applied with graph search (the graph places its passages)")
+                    # The graph's passages keep the places (and scores) it gave them; hybrid's own are re-ranked around them.
+                    reranked = chunk_rerank(query=v["query"], hits=hits, limit=v["limit"], keep_placed=True)
+                    hits = reranked.hits
             else:
                 hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"],
                                     limit=rag.rerank_depth(v["limit"]) if reranking else v["limit"],

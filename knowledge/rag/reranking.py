@@ -77,8 +77,8 @@ class RerankedHit(RAGHit):
 class Reranked:
     """The hits after the stage, best first, and what the stage did.
 
-    ``applied``: the candidates were re-scored; otherwise ``hits`` is the input's order and ``reason``
-    says why (no model, the model failed, nothing to re-rank). ``encoded`` / ``cached``: passages
+    ``applied``: the candidates were re-scored (or there were fewer than two); otherwise ``hits`` is the
+    input's order and ``reason`` says why (no model, the model failed, graph search). ``encoded`` / ``cached``: passages
     encoded for this call and passages whose vectors the cache held.
     """
 
@@ -117,8 +117,8 @@ class ColbertReranker:
     model_id = COLBERT_MODEL_ID
 
     def __init__(
-        self, model_dir: str | Path | None = None, *, depth: int = 30, weight: float = 1.0, dimensions: int = 384,
-        query_length: int = 32, document_length: int = 300, cache_mb: int = 256, threads: int | None = None,
+        self, model_dir: str | Path | None = None, *, depth: int = 20, weight: float = 0.5, dimensions: int = 384,
+        query_length: int = 32, document_length: int = 512, cache_mb: int = 256, threads: int | None = None,
     ) -> None:
         if isinstance(depth, bool) or not isinstance(depth, int) or not 2 <= depth <= 100:
             raise ConfigurationError(f"re-rank depth must be an integer in 2..100, got {depth!r}")
@@ -278,7 +278,8 @@ class ColbertReranker:
         Raises ``ConfigurationError`` when the model cannot be loaded; inference errors propagate."""
         head, tail = list(hits[: self.depth]), list(hits[self.depth :])
         if len(head) < 2:
-            return Reranked(tuple(hits), applied=False, reason="fewer than two candidates: nothing to re-rank")
+            # Nothing to re-order: applied (the model is not even needed), so that not applied always means a fault.
+            return Reranked(tuple(hits), applied=True, model=self.model_id, depth=len(head))
         q = self.encode_query(query)
         vectors, encoded = self.passage_vectors([embedding_input(h.chunk.title, h.chunk.text) for h in head])
         sims = self.maxsim(q, vectors)
