@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--max-queries", type=int, default=0, help="first N judged queries of each collection (0: all)")
     parser.add_argument("--vectors", action="append", default=[], type=Path,
                         help="passage vectors bench/colbert_vectors.py wrote (encoded once; others are encoded here)")
+    parser.add_argument("--save-vectors", type=Path, default=None,
+                        help="write every candidate's vectors here, in colbert_vectors.py's format (for rerank_eval.py)")
     args = parser.parse_args()
     setup_django()
     from asgiref.sync import async_to_sync
@@ -84,6 +86,9 @@ def main() -> None:
             for cid, v in zip(part, model.encode_passages([texts[c] for c in part]), strict=True):
                 vectors[cid] = v.astype(np.float16)
         per_passage_ms = (time.perf_counter() - started) * 1000 / max(1, len(todo))
+        if args.save_vectors:
+            np.savez(args.save_vectors.with_name(f"{args.save_vectors.stem}-{tenant}.npz"),
+                     **{model._key(texts[c]): v for c, v in vectors.items()})
         qvec = {qid: model.encode_query(text) for qid, (text, _) in runs.items()}
         tokens = [vectors[c].shape[0] for c in ids]
         mean_tokens = statistics.fmean(tokens)

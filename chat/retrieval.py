@@ -23,6 +23,7 @@ from chat.events import GRAPH_NOT_BUILT, GRAPH_NOT_KEPT, GRAPH_UNAVAILABLE, GRAP
 from chat.llm.selection import bridge_query
 from knowledge import rag
 from knowledge.rag.fusion import graph_page, rrf, with_graph_placed
+from knowledge.rag.reranking import GRAPH_NOT_RERANKED
 
 logger = logging.getLogger(__name__)
 
@@ -149,19 +150,16 @@ async def search(
     ``rag.EmbedderError``, as it has no keyword equivalent. Other errors propagate.
 
     With ``options.reranks`` the search reads the re-ranker's depth of candidates and re-ranks them
-    (``rag.rerank``; ``Searched.rerank`` says whether it ran, and why not) before the page is cut; on a
-    graph search's page, the passages the graph placed keep their places (``keep_placed``).
+    (``rag.rerank``; ``Searched.rerank`` says whether it ran, and why not) before the page is cut; a
+    graph search's page is left as the graph placed its passages (``GRAPH_NOT_RERANKED``).
     """
     fusion = options.fusion_for(mode)
     reranks = options.reranks
     try:
         if options.graph and mode is rag.SearchMode.HYBRID and service.has_graph:
-            page = max(graph_page(limit), rag.rerank_depth(limit)) if reranks else graph_page(limit)
-            result = await service.graph_search(query, limit=page, filters=filters, **fusion)
-            if not reranks:
-                return Searched(with_graph_placed(result.hits, limit), result)
-            reranked = await rag.rerank(query, result.hits, limit=len(result.hits), keep_placed=True)
-            return Searched(with_graph_placed(reranked.hits, limit), result, rerank=reranked)
+            result = await service.graph_search(query, limit=graph_page(limit), filters=filters, **fusion)
+            skipped = rag.Reranked((), applied=False, reason=GRAPH_NOT_RERANKED) if reranks else None
+            return Searched(with_graph_placed(result.hits, limit), result, rerank=skipped)
         found = await service.search(query, mode=mode, limit=rag.rerank_depth(limit) if reranks else limit, filters=filters, **fusion)
         fallback = False
     except rag.EmbedderError as exc:

@@ -49,11 +49,10 @@ def chunk_search(
                                          fusion=fusion, fusion_weight=fusion_weight)
 
 
-def chunk_rerank(*, query: str, hits: Sequence[rag.RAGHit], limit: int, keep_placed: bool = False) -> rag.Reranked:
+def chunk_rerank(*, query: str, hits: Sequence[rag.RAGHit], limit: int) -> rag.Reranked:
     """``hits`` of a search for ``query`` re-ranked by the deployment's re-ranker and cut to ``limit``
-    (``rag.rerank``: never raises for the model's sake; ``Reranked.applied`` / ``reason`` say what happened;
-    ``keep_placed``: a graph search's placed passages keep their places)."""
-    return async_to_sync(rag.rerank)(query, hits, limit=limit, keep_placed=keep_placed)
+    (``rag.rerank``: never raises for the model's sake; ``Reranked.applied`` / ``reason`` say what happened)."""
+    return async_to_sync(rag.rerank)(query, hits, limit=limit)
 
 
 def chunk_graph_search(

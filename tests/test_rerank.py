@@ -32,7 +32,10 @@ DOCUMENTS = [
 
 
 @pytest.fixture
-def rusty(world: World) -> World:
+def rusty(world: World, settings: Any) -> World:
+    # MaxSim weighs 2 in the blend here (the deployment's 0.5 was chosen on collections): on four passages,
+    # whether the stage reorders is then the model's doing, not how fusion happened to spread their scores.
+    reranker_setting(settings, weight=2.0)
     async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)(DOCUMENTS)
     return world
 
@@ -113,13 +116,15 @@ def test_an_unknown_rerank_is_a_400_naming_the_field(rusty: World, value: object
     assert "rerank" in response.json()["fields"]
 
 
-def test_graph_search_reranks_hybrids_own_hits(rusty: World) -> None:
+def test_graph_search_reports_the_stage_as_not_applied(rusty: World) -> None:
     body = _search(rusty, rerank="colbert", graph_search=True)
-    assert body["rerank"]["applied"] is True and body["hits"][0]["document_id"] == "answer"
+    assert body["rerank"]["applied"] is False and "graph" in body["rerank"]["reason"]
 
 
-def test_chat_retrieval_reranks_by_default(rusty: World, settings: Any, tmp_path: Path) -> None:
+def test_chat_retrieval_reranks_when_the_deployment_says_so(rusty: World, settings: Any, tmp_path: Path) -> None:
     service = rag.tenant_service("acme")
+    assert RetrievalOptions.of().recorded(service)["rerank"] == "none"  # QUARRY_CHAT_RERANK's default
+    settings.QUARRY_CHAT_RERANK = "colbert"
     found = async_to_sync(search)(service, QUESTION, mode=rag.SearchMode.HYBRID, limit=2, options=RetrievalOptions.of())
     assert found.rerank is not None and found.rerank.applied and found.hits[0].chunk.document_id == "answer"
     assert len(found.hits) == 2
@@ -143,8 +148,11 @@ def test_agent_and_mcp_tools_take_rerank(rusty: World, settings: Any, tmp_path: 
     schema = next(s for s in tool_specs(graph_search=False) if s["function"]["name"] == "hybrid_search")
     assert schema["function"]["parameters"]["properties"]["rerank"]["enum"] == ["none", "colbert"]
     toolbox = Toolbox(tenant=rusty.acme, graph_search=False, sources=[])
-    found = async_to_sync(toolbox.find)("hybrid_search", {"query": QUESTION, "limit": 2})
+    found = async_to_sync(toolbox.find)("hybrid_search", {"query": QUESTION, "limit": 2, "rerank": "colbert"})
     assert not isinstance(found, ToolFailure) and found.hits[0][0].document_id == "answer" and "rerank" not in found.extra
+    plain = async_to_sync(toolbox.find)("hybrid_search", {"query": QUESTION, "limit": 2})  # QUARRY_CHAT_RERANK: none
+    assert not isinstance(plain, ToolFailure) and plain.hits[0][0].document_id != "answer"
+    settings.QUARRY_CHAT_RERANK = "colbert"
     bad = async_to_sync(toolbox.find)("hybrid_search", {"query": QUESTION, "rerank": "fancy"})
     assert isinstance(bad, ToolFailure) and str(bad).startswith("rerank: must be one of none, colbert")
     reranker_setting(settings, model_dir=str(tmp_path / "missing"))

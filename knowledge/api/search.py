@@ -19,6 +19,7 @@ from knowledge import rag
 from knowledge.api.fields import ChunkIdField, FiltersField, MetadataField, QueryField, rag_error_to_api
 from knowledge.rag import limits
 from knowledge.rag.fields import FusionField, FusionWeightField, check_fusion_request
+from knowledge.rag.reranking import GRAPH_NOT_RERANKED
 from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_rerank, chunk_search, graph_picture
 
 
@@ -111,8 +112,8 @@ class SearchInputSerializer(ClosedSerializer):
 class RerankSerializer(serializers.Serializer):
     requested = serializers.CharField()
     applied = serializers.BooleanField(help_text="False: the hits are in the mode's own order, and reason says why "
-                                                 "(no model, a model that failed). With graph_search, the passages the "
-                                                 "graph placed keep their places and scores.")
+                                                 "(no model, a model that failed, graph search: the graph places its "
+                                                 "passages in the page).")
     model = serializers.CharField(required=False)
     depth = serializers.IntegerField(required=False, help_text="How many candidates were re-scored.")
     reason = serializers.CharField(required=False)
@@ -145,9 +146,8 @@ class SearchApi(APIView):
         release_connection()
         try:
             if v["graph_search"]:
-                result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=rag.rerank_depth(v["limit"]) if reranking else v["limit"],
-                                            filters=v["filters"], min_score=v["min_score"], fusion=v.get("fusion"),
-                                            fusion_weight=v.get("fusion_weight"))
+                result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],
+                                            min_score=v["min_score"], fusion=v.get("fusion"), fusion_weight=v.get("fusion_weight"))
                 hits = result.hits
                 graph = {
                     "used": bool(result.leg.entities),
@@ -157,9 +157,7 @@ class SearchApi(APIView):
                                   for r in result.leg.relations],
                 }
                 if reranking:
-                    # The graph's passages keep the places (and scores) it gave them; hybrid's own are re-ranked around them.
-                    reranked = chunk_rerank(query=v["query"], hits=hits, limit=v["limit"], keep_placed=True)
-                    hits = reranked.hits
+                    reranked = rag.Reranked(tuple(hits), applied=False, reason=GRAPH_NOT_RERANKED)
             else:
                 hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"],
                                     limit=rag.rerank_depth(v["limit"]) if reranking else v["limit"],

@@ -22,7 +22,6 @@ request. A change of one of these settings (``setting_changed``, sent by tests'
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -131,22 +130,10 @@ def rerank_depth(limit: int) -> int:
     return min(100, max(limit, model.depth)) if model is not None else limit
 
 
-async def rerank(query: str, hits: Sequence[RAGHit], *, limit: int, keep_placed: bool = False) -> Reranked:
+async def rerank(query: str, hits: Sequence[RAGHit], *, limit: int) -> Reranked:
     """``hits`` (best first, as fusion ordered them) re-ranked by the process's re-ranker and cut to
     ``limit``. Never raises for the model's sake: without a usable model the hits keep their order and
-    ``Reranked.reason`` says why (``knowledge.rag.reranking.rerank_hits``).
-
-    ``keep_placed`` (a graph search's page): the hits the graph placed (``graph_path``) keep their places
-    and scores, and hybrid search's own hits are re-ranked among themselves in the other places, so the
-    page reads as the re-ranked hybrid list with the graph's passages where the graph put them.
-    """
-    if keep_placed and any(h.graph_path for h in hits):
-        slots = [i for i, h in enumerate(hits) if not h.graph_path]
-        done = await rerank(query, [hits[i] for i in slots], limit=len(slots))
-        merged = list(hits)
-        for i, hit in zip(slots, done.hits, strict=True):
-            merged[i] = hit
-        return dataclasses.replace(done, hits=tuple(merged[:limit]))
+    ``Reranked.reason`` says why (``knowledge.rag.reranking.rerank_hits``)."""
     try:
         model = reranker()
     except ConfigurationError as exc:

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A graph search's page is left as the graph placed its passages (below hybrid's first hits, where they
+# were measured to help); re-scoring the page would move them, and the graph's own tests hold it to that.
+GRAPH_NOT_RERANKED = "not applied with graph search (the graph places its passages in the page)"
 # The deployment default's and the request field's values (QUARRY_RERANK, ``rerank``).
 RERANK_CHOICES: tuple[str, ...] = ("none", "colbert")
 RerankName = Literal["none", "colbert"]
@@ -274,7 +277,8 @@ class ColbertReranker:
         return [float(np.max(query @ p.astype(np.float32).T, axis=1).mean()) for p in passages]
 
     def rerank_sync(self, query: str, hits: Sequence[RAGHit]) -> Reranked:
-        """``hits`` (best first) with the first ``depth`` re-ordered by the blend; the rest follow unchanged.
+        """``hits`` (best first) with the first ``depth`` re-ordered and re-scored by the blend; the rest follow
+        unchanged (their scores are the search's).
         Raises ``ConfigurationError`` when the model cannot be loaded; inference errors propagate."""
         head, tail = list(hits[: self.depth]), list(hits[self.depth :])
         if len(head) < 2:
@@ -286,14 +290,14 @@ class ColbertReranker:
         fused = [h.score for h in head]
         blended = [f + self.weight * s for f, s in zip(_minmax(fused), _minmax(sims), strict=True)]
         order = sorted(range(len(head)), key=lambda i: (-blended[i], i))
-        # Scores stay descending over the whole list: the tail ranks below the head's last.
-        floor = min(blended) if blended else 0.0
         ranked: list[RAGHit] = [
             RerankedHit(**{f.name: getattr(head[i], f.name) for f in dataclasses.fields(RAGHit)} | {"score": blended[i]},
                         fused_score=head[i].score, rerank_score=sims[i])
             for i in order
         ]
-        ranked += [dataclasses.replace(h, score=floor - 1.0 - n * 1e-6) for n, h in enumerate(tail)]
+        # Below the depth, hits keep the search's order and score (another scale): a page deeper than the
+        # depth is the re-ranked head, then the rest as the search ranked it.
+        ranked += tail
         return Reranked(tuple(ranked), applied=True, model=self.model_id, depth=len(head), encoded=encoded,
                         cached=len(head) - encoded)
 
