@@ -23,6 +23,7 @@ from chat.events import GRAPH_NOT_BUILT, GRAPH_NOT_KEPT, GRAPH_UNAVAILABLE, GRAP
 from chat.llm.selection import bridge_query
 from knowledge import rag
 from knowledge.rag.fusion import graph_page, rrf, with_graph_placed
+from knowledge.rag.reranking import GRAPH_NOT_RERANKED
 
 logger = logging.getLogger(__name__)
 
@@ -69,16 +70,23 @@ class RetrievalOptions:
     fusion: rag.Fusion | str | None = None
     fusion_weight: float | None = None
     files: FileScope = field(default_factory=lambda: FileScope(None))
+    rerank: str | None = None
 
     @classmethod
     def of(
         cls, *, graph_search: bool | None = None, fusion: rag.Fusion | str | None = None, fusion_weight: float | None = None,
-        sources: str = "all", identifier: str | None = None,
+        sources: str = "all", identifier: str | None = None, rerank: str | None = None,
     ) -> RetrievalOptions:
         """A chat request's options (the names of ``POST /v1/chat/completions``); ``graph_search`` None is
-        ``QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH``. The files' store is the session's (``with_store``)."""
+        ``QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH``, ``rerank`` None ``QUARRY_CHAT_RERANK``. The files' store is
+        the session's (``with_store``)."""
         graph = settings.QUARRY_CHAT_RETRIEVAL_GRAPH_SEARCH if graph_search is None else graph_search
-        return cls(bool(graph), fusion, fusion_weight, FileScope(None, sources, identifier))
+        return cls(bool(graph), fusion, fusion_weight, FileScope(None, sources, identifier), rerank)
+
+    @property
+    def reranks(self) -> bool:
+        """Whether searches re-rank their candidates (``rerank``, None: ``QUARRY_CHAT_RERANK``)."""
+        return rag.parse_rerank(self.rerank or settings.QUARRY_CHAT_RERANK) == "colbert"
 
     def with_store(self, store: str | None) -> RetrievalOptions:
         """These options over the conversation's attached files ``store`` (None: none attached)."""
@@ -100,6 +108,7 @@ class RetrievalOptions:
             "top_k": settings.QUARRY_CHAT_RETRIEVAL_TOP_K,
             "min_similarity": similarity_floor(service),
             "embedding_model": rag.types.declared_model_id(service.embedder) if hybrid else None,
+            "rerank": "colbert" if self.reranks else "none",
         }
 
 
@@ -118,11 +127,13 @@ def similarity_floor(service: rag.RAGService) -> float:
 @dataclass(frozen=True)
 class Searched:
     """One search's hits, best first; ``graph``: what the graph leg did (None: it did not run);
-    ``keyword_fallback``: the embedder failed, so these are keyword search's hits."""
+    ``keyword_fallback``: the embedder failed, so these are keyword search's hits; ``rerank``: what the
+    re-ranking stage did (None: not asked for)."""
 
     hits: list[rag.RAGHit]
     graph: rag.GraphSearchResult | None = None
     keyword_fallback: bool = False
+    rerank: rag.Reranked | None = None
 
 
 async def search(
@@ -137,19 +148,34 @@ async def search(
     kept (``with_graph_placed``), so they reach the caller beyond ``limit``. When the embedder fails,
     hybrid search answers from keyword search (``keyword_fallback``); semantic search re-raises the
     ``rag.EmbedderError``, as it has no keyword equivalent. Other errors propagate.
+
+    With ``options.reranks`` the search reads the re-ranker's depth of candidates and re-ranks them
+    (``rag.rerank``; ``Searched.rerank`` says whether it ran, and why not) before the page is cut; a
+    graph search's page is left as the graph placed its passages (``GRAPH_NOT_RERANKED``).
     """
     fusion = options.fusion_for(mode)
+    reranks = options.reranks
     try:
         if options.graph and mode is rag.SearchMode.HYBRID and service.has_graph:
             result = await service.graph_search(query, limit=graph_page(limit), filters=filters, **fusion)
-            return Searched(with_graph_placed(result.hits, limit), result)
-        return Searched(list(await service.search(query, mode=mode, limit=limit, filters=filters, **fusion)))
+            skipped = rag.Reranked((), applied=False, reason=GRAPH_NOT_RERANKED) if reranks else None
+            return Searched(with_graph_placed(result.hits, limit), result, rerank=skipped)
+        found = await service.search(query, mode=mode, limit=rag.rerank_depth(limit) if reranks else limit, filters=filters, **fusion)
+        fallback = False
     except rag.EmbedderError as exc:
         if mode is rag.SearchMode.SEMANTIC:
             raise
         logger.warning("retrieval: the embedder failed (%s); searching by keyword", type(exc).__name__)
-        return Searched(list(await service.search(query, mode=rag.SearchMode.KEYWORD, limit=limit, filters=filters)),
-                        keyword_fallback=True)
+        found = await service.search(query, mode=rag.SearchMode.KEYWORD, limit=rag.rerank_depth(limit) if reranks else limit,
+                                     filters=filters)
+        fallback = True
+    if not reranks:
+        return Searched(list(found), keyword_fallback=fallback)
+    reranked = await rag.rerank(query, found, limit=limit)
+    if not reranked.applied:
+        # Chat answers from fusion's order then; the agent's tools also tell the model (chat.agent.tools).
+        logger.warning("retrieval: not re-ranked (%s)", reranked.reason)
+    return Searched(list(reranked.hits), keyword_fallback=fallback, rerank=reranked)
 
 
 # --- the chat's retrieval ------------------------------------------------------------------------

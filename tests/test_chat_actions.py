@@ -164,7 +164,7 @@ def test_feedback_is_stored_with_the_citations_and_retrieval_settings(numbered: 
         "up", UPLOADS, "Answer 1 [1].", f"user:{world.teammate.pk}")
     assert feedback.tenant_id == world.acme.pk and feedback.citations == first["citations"] and feedback.citations
     assert feedback.retrieval["mode"] == "hybrid" and feedback.retrieval["top_k"] >= 1
-    assert set(feedback.retrieval) == {"mode", "graph_search", "fusion", "fusion_weight", "top_k", "min_similarity", "embedding_model"}
+    assert set(feedback.retrieval) == {"mode", "graph_search", "fusion", "fusion_weight", "top_k", "min_similarity", "embedding_model", "rerank"}
     answer = transcript(world, world.teammate, session_id)["turns"][1]
     assert answer["feedback"] == {"rating": "up", "comment": ""}
     too_long = client.put(url, {"rating": "up", "comment": "x" * 2001}, format="json")

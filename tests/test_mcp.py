@@ -86,7 +86,7 @@ async def test_lists_the_retrieval_tools_and_no_graph_tool_when_graph_search_is_
     assert [tool.name for tool in listed.tools] == RETRIEVAL_TOOLS
     schemas = {tool.name: tool.input_schema for tool in listed.tools}
     assert schemas["hybrid_search"]["required"] == ["query"]
-    assert set(schemas["hybrid_search"]["properties"]) == {"query", "limit", "filters"}
+    assert set(schemas["hybrid_search"]["properties"]) == {"query", "limit", "filters", "rerank"}
     assert schemas["list_documents"]["properties"]["status"]["enum"] == ["queued", "processing", "ready", "failed", "cancelled"]
     assert all(tool.annotations.read_only_hint for tool in listed.tools)
 

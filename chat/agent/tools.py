@@ -18,6 +18,7 @@ chunks can become citations.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,11 @@ def _search_schema(name: str, *, graph_search: bool = False) -> dict[str, Any]:
                         "description": f"How many passages (default {settings.QUARRY_AGENT_TOOL_DEFAULT_RESULTS}).",
                     },
                     "filters": _FILTERS_SCHEMA,
+                    "rerank": {
+                        "type": "string", "enum": list(rag.RERANK_CHOICES),
+                        "description": "colbert: re-score the first candidates by late interaction (better order, slower); "
+                                       f"none: the search's own order (default {settings.QUARRY_CHAT_RERANK}).",
+                    },
                 },
                 "required": ["query"],
                 "additionalProperties": False,
@@ -411,7 +417,7 @@ class Toolbox:
         return Found(hits, extra, refs)
 
     async def _search(self, mode: rag.SearchMode, arguments: dict[str, Any]) -> Found:
-        _check_keys(arguments, ("query", "limit", "filters"))
+        _check_keys(arguments, ("query", "limit", "filters", "rerank"))
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             raise ToolFailure("query: required, a non-empty string")
@@ -420,6 +426,12 @@ class Toolbox:
         filters = arguments.get("filters") or {}
         if not isinstance(filters, dict):
             raise ToolFailure("filters: must be an object of field: value or field: [values]")
+        options = self.options
+        if arguments.get("rerank") is not None:
+            try:
+                options = dataclasses.replace(options, rerank=rag.parse_rerank(arguments["rerank"]))
+            except rag.RAGValidationError as exc:
+                raise ToolFailure(str(exc)) from None
         if (searchable := search_mode(self.service, mode)) is not mode:  # no embedding model is configured
             if mode is rag.SearchMode.SEMANTIC:
                 raise ToolFailure("Semantic search is unavailable: no embedding model is configured. Use keyword_search.")
@@ -427,7 +439,7 @@ class Toolbox:
         try:
             # With graph search, hybrid search has the graph leg too (a passage says through which entities),
             # its passages kept beyond ``limit`` (chat.retrieval.search); keyword results when the embedder fails.
-            found = await search(self.service, query, mode=mode, limit=limit, options=self.options, filters=filters)
+            found = await search(self.service, query, mode=mode, limit=limit, options=options, filters=filters)
         except rag.EmbedderError as exc:  # semantic search only: hybrid search fell back to keyword search
             logger.warning("agent search: the embedder failed (%s)", type(exc).__name__)
             raise ToolFailure("The embedding model failed; keyword_search still works.") from None
@@ -435,6 +447,8 @@ class Toolbox:
             raise ToolFailure(str(exc)) from None  # names the argument and the bound it broke
         if found.keyword_fallback:
             extra["note"] = "the embedding model failed: these are keyword results"
+        if found.rerank is not None and not found.rerank.applied:
+            extra["rerank"] = found.rerank.as_json()  # asked for, not done: say why (the order is the search's own)
         hits = found.hits
         via = [{"chunk_id": h.chunk.chunk_id, "via": list(h.graph_path)} for h in hits if h.graph_path]
         return Found([(hit.chunk, hit.score) for hit in hits], extra, {"found_through_graph": via} if via else {},

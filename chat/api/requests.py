@@ -21,6 +21,7 @@ from chat.retrieval import RetrievalOptions
 from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField
 from knowledge.rag import limits
 from knowledge.rag.errors import RAGValidationError
+from knowledge.rag.reranking import RERANK_CHOICES
 from knowledge.rag.fields import FusionField, FusionWeightField, check_fusion_request
 from knowledge.rag.types import check_characters
 
@@ -66,6 +67,11 @@ class ChatRetrievalOptionsSerializer(ClosedSerializer):
                   "Absent: the server's default. With graph_search, the graph's passages are placed in that list.",
     )
     fusion_weight = FusionWeightField(help_text="With fusion score: the semantic list's weight (as POST /v1/search).")
+    rerank = serializers.ChoiceField(
+        choices=list(RERANK_CHOICES), allow_null=True, default=None,
+        help_text="Override QUARRY_CHAT_RERANK (colbert unless configured) for this request: colbert re-scores hybrid "
+                  "retrieval's first candidates by late interaction before the passages are chosen; none keeps fusion's order.",
+    )
     sources = serializers.ChoiceField(
         choices=["all", "files", "knowledge"], default="all",
         help_text="What retrieval searches: all (the knowledge base and the files attached to this conversation, fused "

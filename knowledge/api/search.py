@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
@@ -18,7 +19,8 @@ from knowledge import rag
 from knowledge.api.fields import ChunkIdField, FiltersField, MetadataField, QueryField, rag_error_to_api
 from knowledge.rag import limits
 from knowledge.rag.fields import FusionField, FusionWeightField, check_fusion_request
-from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_search, graph_picture
+from knowledge.rag.reranking import GRAPH_NOT_RERANKED
+from knowledge.selectors import chunk_fetch, chunk_graph_search, chunk_rerank, chunk_search, graph_picture
 
 
 # --- Search and fetch ------------------------------------------------------------------------------
@@ -48,6 +50,11 @@ class SearchHitSerializer(ChunkSerializer):
                                                                      "0.1 (0 when not in it).")
     graph_path = serializers.ListField(child=serializers.CharField(), required=False,
                                        help_text="With graph_search, for a hit the graph leg ranked: the entities that led to it.")
+    rerank_score = serializers.FloatField(required=False, help_text="With rerank colbert, applied: the hit's MaxSim (mean over "
+                                                                    "the query's tokens of their best cosine in the passage); "
+                                                                    "score is then the blend that ordered the page.")
+    fused_score = serializers.FloatField(required=False, help_text="With rerank colbert, applied: the score the mode gave the hit "
+                                                                   "before re-ranking.")
 
 
 class GraphEntitySerializer(serializers.Serializer):
@@ -90,14 +97,31 @@ class SearchInputSerializer(ClosedSerializer):
     )
     fusion = FusionField()
     fusion_weight = FusionWeightField()
+    rerank = serializers.ChoiceField(
+        choices=list(rag.RERANK_CHOICES), required=False, allow_null=True, default=None,
+        help_text="A second stage after the mode's ranking: colbert re-scores the first candidates by late interaction "
+                  "(answerai-colbert-small-v1) blended with their score; none keeps the mode's order. Default: the "
+                  "deployment's QUARRY_RERANK (none unless configured: passages not yet cached cost ~48 ms each).",
+    )
     tenant = TenantField()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         return check_fusion_request(attrs)
 
 
+class RerankSerializer(serializers.Serializer):
+    requested = serializers.CharField()
+    applied = serializers.BooleanField(help_text="False: the hits are in the mode's own order, and reason says why "
+                                                 "(no model, a model that failed, graph search: the graph places its "
+                                                 "passages in the page).")
+    model = serializers.CharField(required=False)
+    depth = serializers.IntegerField(required=False, help_text="How many candidates were re-scored.")
+    reason = serializers.CharField(required=False)
+
+
 class SearchOutputSerializer(serializers.Serializer):
     hits = SearchHitSerializer(many=True)
+    rerank = RerankSerializer(required=False, help_text="With rerank colbert: whether the stage ran.")
     graph = GraphLegSerializer(required=False, help_text="With graph_search: what the graph leg went through.")
 
 
@@ -114,7 +138,9 @@ class SearchApi(APIView):
         v = data.validated_data
         if v["graph_search"] and v["mode"] != rag.SearchMode.HYBRID.value:
             raise exceptions.ValidationError({"graph_search": [f"graph search joins hybrid search; it cannot be used with mode {v['mode']}"]})
+        reranking = (v["rerank"] or settings.QUARRY_RERANK) == "colbert"
         graph: dict[str, Any] | None = None
+        reranked: rag.Reranked | None = None
         # Sign-in, throttle and tenant are read: give the pooled connection back while the query is
         # embedded (CPU, the longest step under load); the search takes one again for its SQL.
         release_connection()
@@ -130,10 +156,16 @@ class SearchApi(APIView):
                     "relations": [{"subject": r.subject, "predicate": r.predicate, "object": r.object, "chunk_id": r.chunk_id}
                                   for r in result.leg.relations],
                 }
+                if reranking:
+                    reranked = rag.Reranked(tuple(hits), applied=False, reason=GRAPH_NOT_RERANKED)
             else:
-                hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"], limit=v["limit"],
+                hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"],
+                                    limit=rag.rerank_depth(v["limit"]) if reranking else v["limit"],
                                     filters=v["filters"], min_score=v["min_score"], fusion=v["fusion"],
                                     fusion_weight=v["fusion_weight"])
+                if reranking:
+                    reranked = chunk_rerank(query=v["query"], hits=hits, limit=v["limit"])
+                    hits = reranked.hits
         except rag.ConfigurationError as exc:
             raise exceptions.ValidationError({"graph_search" if v["graph_search"] else "mode": [str(exc)]}) from None
         except rag.RAGError as exc:
@@ -141,6 +173,8 @@ class SearchApi(APIView):
         body: dict[str, Any] = {"hits": [_hit_json(h) for h in hits]}
         if graph is not None:
             body["graph"] = graph
+        if reranked is not None:
+            body["rerank"] = reranked.as_json()
         return Response(body)
 
 
@@ -150,6 +184,8 @@ def _hit_json(hit: rag.RAGHit) -> dict[str, Any]:
         out["keyword_norm"], out["semantic_norm"] = hit.keyword_norm, hit.semantic_norm
     if hit.graph_path:
         out["graph_path"] = list(hit.graph_path)
+    if isinstance(hit, rag.RerankedHit):
+        out["rerank_score"], out["fused_score"] = hit.rerank_score, hit.fused_score
     return out
 
 

@@ -40,7 +40,8 @@ from knowledge.rag.errors import (
     RAGValidationError,
 )
 from knowledge.rag.graph_types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
-from knowledge.rag.factory import default_embedder, graph_reads, tenant_embedder, tenant_service
+from knowledge.rag.factory import default_embedder, graph_reads, rerank, rerank_depth, reranker, tenant_embedder, tenant_service
+from knowledge.rag.reranking import RERANK_CHOICES, ColbertReranker, Reranked, RerankedHit, parse_rerank
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.scripts import reads, script_of
@@ -67,6 +68,7 @@ __all__ = [
     "RAGValidationError", "ResolvedNamespace", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
     "EmbeddingModelChanged", "reads", "script_of", "PreparedIngest", "SyncDocumentStore",
+    "RERANK_CHOICES", "ColbertReranker", "Reranked", "RerankedHit", "parse_rerank", "rerank", "rerank_depth", "reranker",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",
 ]
 

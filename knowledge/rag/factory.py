@@ -11,7 +11,8 @@ Three settings name a class by dotted path and its keyword options, the way Djan
   knowledge graph in step with the chunks (``knowledge.rag.hooks.ChunkIndexHook``), or None; built
   per backend (``chunk_index_hook``), since its options include the backend's database alias,
 - ``QUARRY_GRAPH_READS``: the knowledge graph's reads that ``RAGService``'s graph methods delegate to
-  (``knowledge.rag.hooks.GraphReads``), or None for no graph search.
+  (``knowledge.rag.hooks.GraphReads``), or None for no graph search,
+- ``QUARRY_RERANKER``: the re-ranking stage after fusion (``knowledge.rag.reranking``), or None.
 
 Each is built on first use and shared by every service of the process: the local
 model's inference session and the backend's pgvector probe are paid once, not per
@@ -22,7 +23,7 @@ request. A change of one of these settings (``setting_changed``, sent by tests'
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from django.conf import settings
@@ -33,11 +34,13 @@ from django.utils.module_loading import import_string
 from knowledge.rag.errors import ConfigurationError
 from knowledge.rag.hooks import ChunkIndexHook, GraphReads
 from knowledge.rag.service import RAGService
+from knowledge.rag.types import RAGHit
+from knowledge.rag.reranking import ColbertReranker, Reranked, rerank_hits
 from knowledge.rag.protocols import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
 
 PROVIDER_SETTINGS = (
     "QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR", "QUARRY_EMBEDDING_MODEL", "LOCAL_EMBEDDERS",
-    "QUARRY_CHUNK_INDEX_HOOK", "QUARRY_GRAPH_READS",
+    "QUARRY_CHUNK_INDEX_HOOK", "QUARRY_GRAPH_READS", "QUARRY_RERANKER",
 )
 
 _built: dict[str, Any] = {}
@@ -109,6 +112,33 @@ def graph_reads() -> GraphReads | None:
     if reads is not None and not isinstance(reads, GraphReads):
         raise ConfigurationError(f"QUARRY_GRAPH_READS: {type(reads).__name__} is not a GraphReads (serves, search, triplets, ...)")
     return reads
+
+
+def reranker() -> ColbertReranker | None:
+    """The process's re-ranker (``QUARRY_RERANKER``), None when the setting is None. Building it does
+    not load the model (the first re-ranking does), so a broken model path fails there, reported."""
+    return _provider("QUARRY_RERANKER")
+
+
+def rerank_depth(limit: int) -> int:
+    """How many candidates a search that will be re-ranked reads for a page of ``limit``: the re-ranker's
+    depth when deeper (then the stage has candidates below the page to promote), within search's bound."""
+    try:
+        model = reranker()
+    except ConfigurationError:
+        return limit
+    return min(100, max(limit, model.depth)) if model is not None else limit
+
+
+async def rerank(query: str, hits: Sequence[RAGHit], *, limit: int) -> Reranked:
+    """``hits`` (best first, as fusion ordered them) re-ranked by the process's re-ranker and cut to
+    ``limit``. Never raises for the model's sake: without a usable model the hits keep their order and
+    ``Reranked.reason`` says why (``knowledge.rag.reranking.rerank_hits``)."""
+    try:
+        model = reranker()
+    except ConfigurationError as exc:
+        return await rerank_hits(None, query, hits, limit=limit, unavailable=f"QUARRY_RERANKER: {exc}")
+    return await rerank_hits(model, query, hits, limit=limit, unavailable="no re-ranker is configured (QUARRY_RERANKER is None)")
 
 
 def chunk_index_hook(*, using: str, llm_model: str | None = None) -> ChunkIndexHook | None:

@@ -9,7 +9,7 @@ from tqdm import tqdm
 
 from accounts.services import tenant_create
 from knowledge import rag
-from knowledge.evaluation import GRAPH_MODE, evaluate_modes, ingest_beir_corpus, read_jsonl
+from knowledge.evaluation import GRAPH_MODE, RERANK_MODE, SCORE_RERANK_MODE, evaluate_modes, ingest_beir_corpus, read_jsonl
 from knowledge.models import Document
 
 
@@ -26,7 +26,10 @@ class Command(BaseCommand):
         parser.add_argument("--modes", default="keyword,semantic,hybrid")
         parser.add_argument("--qrels", default="qrels.tsv", help="Judgements file in the folder (e.g. qrels_train.tsv).")
         parser.add_argument("--queries", default="queries.jsonl", help="Queries file in the folder (e.g. queries_all.jsonl).")
-        parser.add_argument("--rerank", action="store_true", help="Hybrid: re-rank fused candidates by cosine similarity.")
+        parser.add_argument("--rerank", nargs="?", const="cosine", default=None, choices=("cosine", "colbert"),
+                            help="cosine (also --rerank alone, as before): hybrid search re-orders its fused candidates by "
+                                 f"cosine similarity. colbert: also evaluate hybrid search followed by the ColBERT stage "
+                                 f"({SCORE_RERANK_MODE}, and {RERANK_MODE} with rrf among --fusions), beside the other modes.")
         parser.add_argument("--graph", action="store_true", help=f"Also evaluate hybrid search with the graph leg ({GRAPH_MODE}).")
         parser.add_argument("--fusions", default="rrf,score",
                             help="Hybrid mode's fusions to evaluate: rrf (reported as hybrid), score (as hybrid+score).")
@@ -34,13 +37,13 @@ class Command(BaseCommand):
                             help="The semantic leg's weight in score fusion (default: QUARRY_HYBRID_FUSION_WEIGHT).")
         parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
 
-    def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, queries: str, rerank: bool, graph: bool,
+    def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, queries: str, rerank: str | None, graph: bool,
                fusions: str, fusion_weight: float | None, json: bool, **options: Any) -> None:
         for name in ("corpus.jsonl", queries, qrels):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder / name} not found: a BEIR folder holds corpus.jsonl, queries.jsonl and {qrels}")
         try:
-            wanted = [rag.SearchMode.parse(m.strip()) for m in modes.split(",") if m.strip() and m.strip() != GRAPH_MODE]
+            wanted = [rag.SearchMode.parse(m.strip()) for m in modes.split(",") if m.strip() and m.strip() not in (GRAPH_MODE, RERANK_MODE, SCORE_RERANK_MODE)]
         except rag.RAGValidationError as exc:
             raise CommandError(f"--modes: {exc.message}") from None
         try:
@@ -59,13 +62,14 @@ class Command(BaseCommand):
                 ingest_beir_corpus(tenant=found, corpus=corpus, progress=bar.update)
         with tqdm(desc="queries", unit="query", disable=quiet) as bar:
             results = evaluate_modes(tenant=found, folder=folder, modes=wanted, qrels_file=qrels, queries_file=queries,
-                                     progress=bar.update, rerank=rerank, graph=graph,
-                                     fusions=chosen, fusion_weight=weight)
+                                     progress=bar.update, rerank=rerank == "cosine", graph=graph,
+                                     fusions=chosen, fusion_weight=weight, colbert=rerank == "colbert")
         service = rag.tenant_service(found.slug)
         tenant_embedder = rag.tenant_embedder(found.slug)  # the tenant's model, which its queries were embedded with
         report = {"dataset": folder.resolve().name, "tenant": found.slug, "qrels": qrels,
                   "embedding_model": rag.types.declared_model_id(tenant_embedder) if tenant_embedder else None,
                   "fusion_weight": service.fusion_weight if weight is None else weight,
+                  **({"reranker": repr(rag.reranker())} if rerank == "colbert" else {}),
                   "modes": {mode: r.as_json() for mode, r in results.items()}}
         if json:
             self.stdout.write(_json_dumps(report))
