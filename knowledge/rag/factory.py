@@ -34,6 +34,7 @@ from knowledge.rag.errors import ConfigurationError
 from knowledge.rag.hooks import ChunkIndexHook, GraphReads
 from knowledge.rag.service import RAGService
 from knowledge.rag.protocols import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
+from knowledge.rag.types import Reader
 
 PROVIDER_SETTINGS = (
     "QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR", "QUARRY_EMBEDDING_MODEL", "LOCAL_EMBEDDERS",
@@ -184,7 +185,9 @@ def tenant_embedder(namespace: str) -> Embedder | None:
     return embedder_for_model(model) if model else default_embedder()
 
 
-def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT) -> RAGService:
+def tenant_service(
+    namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT, reader: Reader | None = None,
+) -> RAGService:
     """THE way to get a tenant's RAG service: the configured providers, namespace = the tenant's slug.
 
     By default it embeds with the tenant's model (``CorpusStat.embedding_model``, resolved once per
@@ -192,6 +195,8 @@ def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["defau
     gets the new model from the next service on, and an ingest that raced the switch embeds again),
     and a tenant without vectors with the configured one. ``embedder=None`` makes a service that never
     embeds (fetch, delete, keyword search); another embedder is used as given.
+    ``reader`` (``reader_of(context)`` for a request): search, fetch and the graph see only what that reader
+    may read; None is trusted code's full view (workers, commands, the write door).
     Services are cheap (they hold no connection); the providers behind them are shared.
     Writes through it do not supersede the document pipeline's background work: the
     product writes through ``knowledge.services.documents`` instead.
@@ -200,7 +205,16 @@ def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["defau
     chosen = default_embedder() if follow else embedder
     return RAGService(backend(), embedder=chosen, chunker=chunker(), namespace=namespace,
                       fusion=settings.QUARRY_HYBRID_FUSION, fusion_weight=settings.QUARRY_HYBRID_FUSION_WEIGHT,
-                      embedder_for_model=embedder_for_model if follow else None, graph_reads=graph_reads())
+                      embedder_for_model=embedder_for_model if follow else None, graph_reads=graph_reads(), reader=reader)
+
+
+def reader_of(context: Any) -> Reader | None:
+    """The reader of a request's tenant context (``accounts.access.TenantContext``, taken by its shape:
+    this layer imports no access code): None when it reads everything (tenant admins, the shell),
+    else its user and its groups, as the context read them for this request."""
+    if context.reads_everything:
+        return None
+    return Reader(context.user_id, tuple(context.group_ids))
 
 
 @receiver(setting_changed)

@@ -83,8 +83,8 @@ class GuardedBackend:
     async def delete(self, namespace: str, document_ids: Sequence[str]) -> None:
         await self.inner.delete(namespace, document_ids)
 
-    async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> Sequence[RAGChunk]:
-        return await self.inner.fetch(namespace, chunk_ids)
+    async def fetch(self, namespace: str, chunk_ids: Sequence[str], **reader: Any) -> Sequence[RAGChunk]:
+        return await self.inner.fetch(namespace, chunk_ids, **reader)
 
     async def search(self, query: RAGQuery) -> Sequence[RAGHit]:
         return await self.inner.search(query)

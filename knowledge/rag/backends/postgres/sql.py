@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from knowledge.models import tenant_config_sql as tenant_config_sql
 from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, contribution_sql, idf_sql
 from knowledge.rag.fusion import FUSION_DEPTH, LEG_PLACES, SEMANTIC_SPREAD_FLOOR
-from knowledge.rag.types import FilterValue
+from knowledge.rag.types import FilterValue, Reader
 
 # Candidates each leg hands to the fusion (RRF or normalised score fusion) in hybrid mode.
 HYBRID_DEPTH = FUSION_DEPTH
@@ -59,6 +59,16 @@ def filter_sql(filters: Mapping[str, FilterValue], alias: str = "c") -> tuple[st
             clauses.append(f"{alias}.metadata @> ANY(%s::jsonb[])")
             params.append([json.dumps({name: m}) for m in members])
     return ("".join(f" AND {c}" for c in clauses), params)
+
+
+def access_sql(reader: Reader | None, alias: str = "c") -> tuple[str, dict[str, object]]:
+    """The reader's access test on a chunk (``alias``), with its named parameter: ``"" `` for trusted
+    code (no reader). A chunk is readable when its access list shares a principal with the reader's,
+    ``*`` (the whole tenant) being everyone's; part of the statement, so pages are never short of it
+    and counts never include what the reader may not see."""
+    if reader is None:
+        return "", {}
+    return f" AND {alias}.access && %(readable)s::varchar[]", {"readable": reader.principals}
 
 
 _PHRASE = re.compile(r'"([^"]*)"')
