@@ -106,3 +106,129 @@ def test_membership_change_counts_from_the_next_request(team: Team) -> None:
     assert "payroll/2026" in search(team, team.stranger, "Zebediah Quill", "keyword")
     team.group.members.remove(team.world.teammate)
     assert "payroll/2026" not in search(team, team.world.teammate, "Zebediah Quill", "keyword")
+
+
+# --- REST: groups, access on ingest and PATCH, documents, search and fetch -----------------------------
+
+
+def test_groups_api_is_for_admins(world: World) -> None:
+    admin, editor, reader = world.client(world.owner), world.client(world.editor), world.client(world.teammate)
+    assert reader.get("/v1/groups").status_code == 403
+    assert editor.post("/v1/groups", {"name": "payroll"}, format="json").status_code == 403
+    created = admin.post("/v1/groups", {"name": "payroll"}, format="json")
+    assert created.status_code == 201 and created.json()["members"] == []
+    taken = admin.post("/v1/groups", {"name": "payroll"}, format="json")
+    assert taken.status_code == 400, taken.json()
+    assert "already has a group 'payroll'" in taken.json()["fields"]["name"][0], taken.json()
+    assert admin.post("/v1/groups", {"name": "bad name!"}, format="json").status_code == 400
+    added = admin.post("/v1/groups/payroll/members", {"username": "teammate"}, format="json")
+    assert added.status_code == 200 and added.json()["members"] == ["teammate"]
+    stranger = admin.post("/v1/groups/payroll/members", {"username": "outsider"}, format="json")
+    assert stranger.status_code == 400 and "'outsider' is not a member of tenant acme" in stranger.json()["fields"]["username"][0]
+    assert editor.get("/v1/groups").json() == {"groups": [{"name": "payroll", "created_at": created.json()["created_at"]}]}
+    assert admin.get("/v1/groups").json()["groups"][0]["members"] == ["teammate"]
+    assert editor.delete("/v1/groups/payroll/members/teammate").status_code == 403
+    assert admin.delete("/v1/groups/payroll/members/teammate").status_code == 204
+    assert admin.delete("/v1/groups/payroll/members/teammate").status_code == 404
+    assert world.client(world.outsider).get("/v1/groups", {"tenant": "acme"}).status_code == 404
+    assert world.client(world.outsider).delete("/v1/groups/payroll", QUERY_STRING="tenant=acme").status_code == 404
+    assert admin.delete("/v1/groups/payroll").status_code == 204
+    assert admin.delete("/v1/groups/payroll").status_code == 404
+
+
+def test_ingest_with_unknown_groups_or_users_is_a_400_naming_them(team: Team) -> None:
+    body = {"documents": [{"id": "x", "text": "secret"}], "access": {"groups": ["payroll", "nope"], "users": ["ghost", "outsider"]}}
+    response = team.world.client(team.world.editor).post("/v1/documents", body, format="json")
+    assert response.status_code == 400
+    message = response.json()["fields"]["access"][0]
+    assert "unknown groups in tenant acme: nope" in message and "ghost, outsider" in message
+    assert not Document.objects.filter(external_id="x").exists()
+    bad = team.world.client(team.world.editor).post("/v1/documents", {**body, "access": {"roles": []}}, format="json")
+    assert bad.status_code == 400 and "unknown keys roles" in bad.json()["fields"]["access"][0]
+
+
+def test_document_reads_matrix(team: Team) -> None:
+    w = team.world
+    clients = {"owner": w.client(w.owner), "member": w.client(w.teammate), "stranger": w.client(team.stranger),
+               "outsider": w.client(w.outsider), "editor": w.client(w.editor)}
+    # GET one document: 404 for whoever may not read it, as for another tenant.
+    expected = {"owner": 200, "member": 200, "stranger": 404, "outsider": 404, "editor": 404}
+    for who, client in clients.items():
+        assert client.get("/v1/documents/payroll%2F2026", {"tenant": "acme"}).status_code == expected[who], who
+        listed = client.get("/v1/documents", {"tenant": "acme"})
+        ids = [d["id"] for d in listed.json()["documents"]] if listed.status_code == 200 else None
+        assert ids == ({"outsider": None}.get(who, ["handbook", "payroll/2026"] if expected[who] == 200 else ["handbook"])), who
+        if listed.status_code == 200:
+            assert listed.json()["count"] == len(ids)
+    # Access is shown to those who may change it (editors and admins), not to readers.
+    assert clients["owner"].get("/v1/documents/payroll%2F2026").json()["access"] == {"groups": ["payroll"], "users": []}
+    assert "access" not in clients["member"].get("/v1/documents/payroll%2F2026").json()
+    # An editor who may not read it may neither delete, change nor replace it.
+    assert clients["editor"].delete("/v1/documents/payroll%2F2026").status_code == 404
+    assert clients["editor"].patch("/v1/documents/payroll%2F2026", {"access": {}}, format="json").status_code == 404
+    replaced = clients["editor"].post("/v1/documents", {"documents": [{"id": "payroll/2026", "text": "overwritten"}]}, format="json")
+    assert replaced.status_code == 404
+    assert Document.objects.get(external_id="payroll/2026").text == PAYROLL
+
+
+def test_search_and_fetch_api_matrix(team: Team) -> None:
+    w = team.world
+    for user, sees in ((w.owner, True), (w.teammate, True), (team.stranger, False), (w.editor, False)):
+        client = w.client(user)
+        for mode in ("keyword", "semantic", "hybrid"):
+            hits = client.post("/v1/search", {"query": "Zebediah Quill payroll salary", "mode": mode}, format="json").json()["hits"]
+            assert any(h["document_id"] == "payroll/2026" for h in hits) is sees, (user, mode)
+            assert all("Zebediah" not in h["text"] for h in hits) or sees
+        fetched = client.post("/v1/chunks/fetch", {"ids": ["payroll/2026:0", "handbook:0"]}, format="json").json()["chunks"]
+        assert [c["chunk_id"] for c in fetched] == (["payroll/2026:0", "handbook:0"] if sees else ["handbook:0"])
+    outsider = w.client(w.outsider).post("/v1/search", {"query": "Zebediah", "tenant": "acme"}, format="json")
+    assert outsider.status_code == 404
+
+
+def test_patch_access_takes_effect_on_the_next_request(team: Team) -> None:
+    w = team.world
+    editor_view = w.client(w.owner).patch("/v1/documents/payroll%2F2026", {"access": {"users": ["stranger"]}}, format="json")
+    assert editor_view.status_code == 200 and editor_view.json()["access"] == {"groups": [], "users": ["stranger"]}
+    stranger, member = w.client(team.stranger), w.client(w.teammate)
+    assert stranger.get("/v1/documents/payroll%2F2026").status_code == 200
+    assert member.get("/v1/documents/payroll%2F2026").status_code == 404
+    hits = stranger.post("/v1/search", {"query": "Zebediah Quill", "mode": "keyword"}, format="json").json()["hits"]
+    assert [h["document_id"] for h in hits] == ["payroll/2026"]
+    unknown = w.client(w.owner).patch("/v1/documents/payroll%2F2026", {"access": {"groups": ["board"]}}, format="json")
+    assert unknown.status_code == 400 and "board" in unknown.json()["fields"]["access"][0]
+    assert w.client(w.teammate).patch("/v1/documents/payroll%2F2026", {"access": {}}, format="json").status_code == 403  # readers never write
+    opened = w.client(w.owner).patch("/v1/documents/payroll%2F2026", {"access": {"groups": [], "users": []}}, format="json")
+    assert opened.json()["access"] == {"groups": [], "users": []}
+    assert member.get("/v1/documents/payroll%2F2026").status_code == 200
+
+
+def test_membership_change_via_api_counts_from_the_next_request(team: Team) -> None:
+    w = team.world
+    stranger = w.client(team.stranger)  # one token, before and after
+    assert stranger.get("/v1/documents/payroll%2F2026").status_code == 404
+    assert w.client(w.owner).post("/v1/groups/payroll/members", {"username": "stranger"}, format="json").status_code == 200
+    assert stranger.get("/v1/documents/payroll%2F2026").status_code == 200
+    assert w.client(w.owner).delete("/v1/groups/payroll/members/stranger").status_code == 204
+    assert stranger.get("/v1/documents/payroll%2F2026").status_code == 404
+
+
+def test_deleting_the_group_leaves_its_documents_to_admins(team: Team) -> None:
+    w = team.world
+    assert w.client(w.owner).delete("/v1/groups/payroll").status_code == 204
+    assert w.client(w.teammate).get("/v1/documents/payroll%2F2026").status_code == 404
+    assert w.client(w.owner).get("/v1/documents/payroll%2F2026").json()["access"]["groups"] == [f"#{team.group.pk}"]
+
+
+def test_upload_with_access_is_restricted_at_once(team: Team) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    w = team.world
+    upload = SimpleUploadedFile("board.txt", b"Board minutes: the merger with Initech is approved.", content_type="text/plain")
+    response = w.client(w.editor).post("/v1/documents/upload", {"files": [upload], "access": '{"users": ["editor"]}'}, format="multipart")
+    assert response.status_code == 202
+    assert Document.objects.get(external_id="board.txt").access == [f"u:{w.editor.pk}"]
+    assert w.client(w.teammate).get("/v1/documents/board.txt").status_code == 404
+    assert w.client(w.editor).get("/v1/documents/board.txt").status_code == 200
+    bad = SimpleUploadedFile("x.txt", b"x", content_type="text/plain")
+    refused = w.client(w.editor).post("/v1/documents/upload", {"files": [bad], "access": '{"groups": ["nope"]}'}, format="multipart")
+    assert refused.status_code == 400 and "nope" in refused.json()["fields"]["access"][0]

@@ -52,6 +52,11 @@ class DocumentInputError(ValueError):
         self.message = message
 
 
+class DocumentNotReadable(LookupError):
+    """A write would replace a document its caller may not read: the interfaces answer it as they answer
+    a document that does not exist (404), since for that caller it does not."""
+
+
 @dataclass(frozen=True)
 class CancelResult:
     cancelled: int  # queued (or abandoned) work, cancelled at once
@@ -166,11 +171,14 @@ def document_upload_create(
     uri: str = "",
     metadata: Mapping[str, object] | None = None,
     access: Sequence[str] | None = None,
+    readable: Sequence[str] | None = None,
 ) -> list[Document]:
     """Store each file and queue it for processing; return the documents in input order.
 
     ``access`` (principals, ``knowledge.services.access``): the documents' access list, applied at once
-    (to a replaced document's current chunks too); None keeps each document's own.
+    (to a replaced document's current chunks too); None keeps each document's own. ``readable``: the
+    uploader's principals (None: they read everything); a file that would replace a document they may not
+    read raises ``DocumentNotReadable`` and nothing is stored.
 
     Preconditions: the caller may edit ``tenant``. ``document_ids`` (one per file) are used as
     given: an existing id gets a new version, whatever its file. Without them each file's id
@@ -234,6 +242,8 @@ def document_upload_create(
             for index in order:
                 upload, name, external_id = files[index], stored[index], ids[index]
                 document = _lock_or_create(tenant, external_id)[0] if external_id else _claim_for_file(tenant, names[index])
+                if readable is not None and not set(document.access) & set(readable):
+                    raise DocumentNotReadable(document.external_id)
                 _forget_source_on_commit(document)
                 document.source_file = name or ""
                 document.source_name = names[index]
