@@ -232,3 +232,131 @@ def test_upload_with_access_is_restricted_at_once(team: Team) -> None:
     bad = SimpleUploadedFile("x.txt", b"x", content_type="text/plain")
     refused = w.client(w.editor).post("/v1/documents/upload", {"files": [bad], "access": '{"groups": ["nope"]}'}, format="multipart")
     assert refused.status_code == 400 and "nope" in refused.json()["fields"]["access"][0]
+
+
+# --- Chat, its stream, stored conversations, the agent's tools, MCP ------------------------------------
+
+
+def _ctx(team: Team, user: User) -> "TenantContext":  # noqa: F821
+    from accounts.access import TenantContext
+    from accounts.selectors import membership_role
+
+    return TenantContext(tenant=team.world.acme, role=membership_role(user=user, tenant=team.world.acme), user=user)
+
+
+def _chat(team: Team, user: User, prompt: str, session_id: str | None = None) -> dict[str, object]:
+    client = team.world.client(user)
+    if session_id is None:
+        session_id = client.post("/v1/chat/sessions", {}, format="json").json()["session_id"]
+    response = client.post("/v1/chat/completions", {"session_id": session_id, "prompt": prompt}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+QUESTION = "How much does Zebediah Quill earn?"
+
+
+def test_chat_answers_from_a_passage_only_to_who_may_read_it(team: Team) -> None:
+    member = _chat(team, team.world.teammate, QUESTION)
+    assert any(c["document_id"] == "payroll/2026" for c in member["citations"] + member["also_retrieved"])
+    assert "91,500" in member["message"]["content"]
+    for user in (team.stranger, team.world.editor):
+        other = _chat(team, user, QUESTION)
+        assert all(c["document_id"] != "payroll/2026" for c in other["citations"] + other["also_retrieved"])
+        assert "91,500" not in other["message"]["content"] and "Zebediah" not in other["message"]["content"]
+
+
+def test_the_stream_never_carries_an_unreadable_passage(team: Team) -> None:
+    """The one generator behind SSE and the WebSocket: its citations event is the model's whole context."""
+    from chat.models import ChatSession
+    from chat.pipeline import answer_stream
+
+    async def events(user: User) -> list[dict[str, object]]:
+        session = await ChatSession.objects.select_related("tenant").acreate(
+            tenant=team.world.acme, principal=f"user:{user.pk}", public_id=f"session-{user.pk}x")
+        return [e async for e in answer_stream(session=session, prompt=QUESTION)]
+
+    stranger = async_to_sync(events)(team.stranger)
+    assert [e["event"] for e in stranger][0] == "citations" and stranger[-1]["event"] == "completed"
+    assert "payroll/2026" not in str(stranger) and "91,500" not in str(stranger)
+    member = async_to_sync(events)(team.world.teammate)
+    assert "payroll/2026" in str(member[0]) and "91,500" in str(member)
+
+
+def test_revoked_access_withholds_the_citation_in_an_existing_conversation(team: Team) -> None:
+    w = team.world
+    answered = _chat(team, w.teammate, QUESTION)
+    session_id = answered["session_id"]
+    assert any(c["document_id"] == "payroll/2026" for c in answered["citations"])
+    before = w.client(w.teammate).get(f"/v1/chat/sessions/{session_id}").json()
+    assert "payroll/2026" in str(before["turns"]) and "withheld" not in str(before["turns"])
+    team.group.members.remove(w.teammate)  # the next request reads without the group
+    after = w.client(w.teammate).get(f"/v1/chat/sessions/{session_id}").json()
+    cited = [c for t in after["turns"] for c in t["citations"]]
+    assert cited and all(c == {"document_id": "", "chunk_id": "", "score": 0.0, "withheld": True}
+                         for c in cited if c.get("withheld")) and any(c.get("withheld") for c in cited)
+    assert "payroll/2026" not in str(cited)
+    # Asked again in the same conversation, the passage is no longer context.
+    again = _chat(team, w.teammate, QUESTION, session_id=session_id)
+    assert all(c["document_id"] != "payroll/2026" for c in again["citations"] + again["also_retrieved"])
+    fetched = w.client(w.teammate).post("/v1/chunks/fetch", {"ids": ["payroll/2026:0"]}, format="json").json()["chunks"]
+    assert fetched == []
+
+
+def test_agent_tools_read_as_the_runs_owner(team: Team) -> None:
+    from chat.agent.tools import ToolFailure, Toolbox
+
+    async def found(user: User, name: str, arguments: dict[str, object]) -> list[str]:
+        reader = await sync_to_async(rag.reader_for_principal)(tenant_id=team.world.acme.pk, principal=f"user:{user.pk}")
+        box = Toolbox(tenant=team.world.acme, graph_search=False, sources=[], reader=reader)
+        try:
+            result = await box.find(name, arguments)
+        finally:
+            await box.close()
+        assert not isinstance(result, ToolFailure) or "payroll" not in str(result), result
+        return [] if isinstance(result, ToolFailure) else [chunk.chunk_id for chunk, _ in result.hits]
+
+    from asgiref.sync import sync_to_async
+
+    for tool, args in (("hybrid_search", {"query": QUESTION}), ("keyword_search", {"query": "Zebediah"}),
+                       ("semantic_search", {"query": PAYROLL}), ("fetch_chunks", {"ids": ["payroll/2026:0", "handbook:0"]})):
+        assert "payroll/2026:0" in async_to_sync(found)(team.world.teammate, tool, args), tool
+        assert "payroll/2026:0" not in async_to_sync(found)(team.stranger, tool, args), tool
+        assert "payroll/2026:0" in async_to_sync(found)(team.world.owner, tool, args), tool
+
+
+def test_mcp_tools_read_as_the_tokens_owner(team: Team) -> None:
+    from chat.mcp.tools import call_tool
+
+    def ids(user: User, name: str, arguments: dict[str, object]) -> str:
+        found = async_to_sync(call_tool)(_ctx(team, user), name, arguments)
+        return str({k: v for k, v in found.items() if k != "missing"})  # "missing" echoes the ids asked for
+
+    for name, args in (("hybrid_search", {"query": QUESTION}), ("keyword_search", {"query": "Zebediah"}),
+                       ("vector_search", {"query": PAYROLL}), ("fetch_chunks", {"ids": ["payroll/2026:0"]}),
+                       ("list_documents", {})):
+        assert "payroll/2026" in ids(team.world.teammate, name, args), name
+        assert "payroll/2026" not in ids(team.stranger, name, args), name
+    listed = async_to_sync(call_tool)(_ctx(team, team.stranger), "list_documents", {})
+    assert listed["count"] == 1
+
+
+# --- The graph: an entity known only from a restricted chunk --------------------------------------------
+
+
+def test_an_entity_known_only_from_a_restricted_chunk_never_appears(team: Team) -> None:
+    member = rag.tenant_service("acme", reader=team.reader(team.world.teammate))
+    stranger = rag.tenant_service("acme", reader=team.reader(team.stranger))
+    assert async_to_sync(member.graph_neighbors)("Zebediah Quill").entity is not None
+    assert async_to_sync(stranger.graph_neighbors)("Zebediah Quill").entity is None
+    assert async_to_sync(stranger.graph_neighbors)("Zebediah").entity is None  # nor by prefix
+    for service, sees in ((member, True), (stranger, False)):
+        result = async_to_sync(service.graph_search)("Who is Zebediah Quill?", limit=8)
+        shown = str([result.leg.named, result.leg.nodes, result.leg.relations, [h.graph_path for h in result.hits],
+                     [h.chunk.chunk_id for h in result.hits]])
+        assert ("Zebediah" in shown) is sees, shown
+        triplets = async_to_sync(service.graph_triplets)("Zebediah Quill payroll", limit=10)
+        assert all("payroll/2026" not in t.chunk_id for t in triplets) or sees
+        picture = async_to_sync(service.graph_picture)(["payroll/2026:0", "handbook:0"], expand=True)
+        assert ("payroll/2026:0" in str(picture.passages)) is sees
+        assert ("Zebediah" in str(picture.entities)) is sees

@@ -568,7 +568,7 @@ def graph_picture(cursor: Any, *, tenant_id: int, chunk_ids: Sequence[str], expa
         ranked = sorted(by_entity.items(), key=lambda e: (e[1][1], e[1][0].name))[:limit]
         if ranked:
             cursor.execute(
-                """
+                f"""
                 SELECT x.entity_id, x.chunk_id FROM unnest(%s::bigint[]) AS e(id)
                 CROSS JOIN LATERAL (
                     SELECT m.entity_id, c.chunk_id FROM knowledge_mention m JOIN knowledge_chunk c ON c.id = m.chunk_id

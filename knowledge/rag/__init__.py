@@ -40,7 +40,7 @@ from knowledge.rag.errors import (
     RAGValidationError,
 )
 from knowledge.rag.graph_types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
-from knowledge.rag.factory import default_embedder, graph_reads, reader_of, tenant_embedder, tenant_service
+from knowledge.rag.factory import default_embedder, graph_reads, reader_for_principal, reader_of, tenant_embedder, tenant_service
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
 from knowledge.rag.scripts import reads, script_of
@@ -64,7 +64,7 @@ __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
     "EmbeddingCache", "EmbeddingModels", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
-    "RAGValidationError", "Reader", "ResolvedNamespace", "reader_of", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
+    "RAGValidationError", "Reader", "ResolvedNamespace", "reader_of", "reader_for_principal", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
     "EmbeddingModelChanged", "reads", "script_of",
     "GraphCandidate", "GraphLeg", "GraphNode", "GraphRelation", "GraphSearchResult", "Neighbor", "Neighborhood", "Picture", "Triplet",

@@ -208,6 +208,30 @@ def tenant_service(
                       embedder_for_model=embedder_for_model if follow else None, graph_reads=graph_reads(), reader=reader)
 
 
+def reader_for_principal(*, tenant_id: int, principal: str) -> Reader | None:
+    """The reader a stored principal (``TenantContext.principal``: ``user:<id>``, ``cli``, ``anonymous``) is in
+    the tenant now, for work that outlives its request (a chat answer, an agent run, an export): read
+    anew on every call, so a membership or role change counts from the next one. None: it reads
+    everything (the shell, the tenant's admins, superusers)."""
+    from accounts.models import Group, Membership  # deferred: this module is imported while apps load
+
+    if principal == "cli":
+        return None
+    if not principal.startswith("user:") or not principal[5:].isdigit():
+        return Reader(None)  # anonymous (QUARRY_AUTH_MODE=none): what the whole tenant reads
+    user_id = int(principal[5:])
+    row = Membership.objects.filter(tenant_id=tenant_id, user_id=user_id).values_list("role", "user__is_superuser").first()
+    if row is not None and (row[0] == "admin" or row[1]):
+        return None
+    if row is None:
+        from django.contrib.auth import get_user_model  # deferred: as above
+
+        if get_user_model().objects.filter(pk=user_id, is_superuser=True, is_active=True).exists():
+            return None
+    groups = Group.objects.filter(tenant_id=tenant_id, members__pk=user_id).values_list("pk", flat=True)
+    return Reader(user_id, tuple(groups))
+
+
 def reader_of(context: Any) -> Reader | None:
     """The reader of a request's tenant context (``accounts.access.TenantContext``, taken by its shape:
     this layer imports no access code): None when it reads everything (tenant admins, the shell),
