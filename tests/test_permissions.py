@@ -360,3 +360,27 @@ def test_an_entity_known_only_from_a_restricted_chunk_never_appears(team: Team) 
         picture = async_to_sync(service.graph_picture)(["payroll/2026:0", "handbook:0"], expand=True)
         assert ("payroll/2026:0" in str(picture.passages)) is sees
         assert ("Zebediah" in str(picture.entities)) is sees
+
+
+# --- Commands: evaluate and export_feedback as a member ------------------------------------------------
+
+
+def test_evaluate_as_a_member_searches_what_they_may_read(team: Team, tmp_path: "Path") -> None:  # noqa: F821
+    import json as jsonlib
+
+    from django.core.management import call_command
+
+    (tmp_path / "corpus.jsonl").write_text(jsonlib.dumps({"_id": "handbook", "text": HANDBOOK}) + "\n")
+    (tmp_path / "queries.jsonl").write_text(jsonlib.dumps({"_id": "q1", "text": "Zebediah Quill payroll"}) + "\n")
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tpayroll/2026\t1\n")
+
+    def recall(*extra: str) -> float:
+        from io import StringIO
+
+        out = StringIO()
+        call_command("evaluate", str(tmp_path), "--tenant", "acme", "--modes", "keyword", "--fusions", "rrf", "--json", *extra, stdout=out)
+        return jsonlib.loads(out.getvalue())["modes"]["keyword"]["recall@10"]
+
+    assert recall() == 1.0
+    assert recall("--as", "teammate") == 1.0
+    assert recall("--as", "stranger") == 0.0

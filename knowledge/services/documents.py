@@ -36,7 +36,8 @@ from knowledge.rag.protocols import Embedder
 from knowledge.rag.types import Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.rag.wrappers import GuardedBackend
 from knowledge.services import indexing, state
-from knowledge.services.access import document_access_set
+# The access part of the write door, for those that may import only this module (sources).
+from knowledge.services.access import AccessError, access_describe, access_from_input, document_access_set  # noqa: F401
 from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
 DEFAULT: Literal["default"] = "default"
