@@ -96,12 +96,13 @@ def service(
     fusion: Fusion | str = Fusion.RRF,
     fusion_weight: float = DEFAULT_FUSION_WEIGHT,
     embedder_for_model: Callable[[str], Embedder | None] | None = None,
+    reader: Reader | None = None,
 ) -> RAGService:
     """A service over any backend of the seed's ``RAGBackend`` contract (``fusion``: hybrid search's default, ``Fusion``;
-    ``embedder_for_model``: follow the namespace's embedding model, see ``RAGService``)."""
+    ``embedder_for_model``: follow the namespace's embedding model; ``reader``: read as that principal, see ``RAGService``)."""
     return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank,
                       fusion=fusion, fusion_weight=fusion_weight, embedder_for_model=embedder_for_model,
-                      graph_reads=graph_reads())
+                      graph_reads=graph_reads(), reader=reader)
 
 
 def postgres(
