@@ -384,3 +384,37 @@ def test_evaluate_as_a_member_searches_what_they_may_read(team: Team, tmp_path: 
     assert recall() == 1.0
     assert recall("--as", "teammate") == 1.0
     assert recall("--as", "stranger") == 0.0
+
+
+# --- The admin: editors manage what they may read, admins all --------------------------------------------
+
+
+def test_admin_lists_and_opens_only_readable_documents_for_editors(team: Team) -> None:
+    from django.test import Client
+
+    w = team.world
+    User.objects.filter(pk__in=[w.owner.pk, w.editor.pk]).update(is_staff=True)
+    editor, owner = Client(), Client()
+    editor.force_login(User.objects.get(pk=w.editor.pk))
+    owner.force_login(User.objects.get(pk=w.owner.pk))
+    payroll = Document.objects.get(external_id="payroll/2026")
+    listed = editor.get("/admin/knowledge/document/").content.decode()
+    assert "handbook" in listed and "payroll/2026" not in listed
+    assert editor.get(f"/admin/knowledge/document/{payroll.pk}/change/").status_code in (302, 403, 404)
+    everything = owner.get("/admin/knowledge/document/").content.decode()
+    assert "payroll/2026" in everything and "group payroll" in everything
+    restricted = owner.get("/admin/knowledge/document/", {"group": str(team.group.pk)}).content.decode()
+    assert "payroll/2026" in restricted and "Handbook" not in restricted
+    # The bulk action: the owner opens the handbook to the editor alone, by name; an unknown name changes nothing.
+    handbook = Document.objects.get(external_id="handbook")
+    refused = owner.post("/admin/knowledge/document/", {"action": "set_access", "_selected_action": [handbook.pk],
+                                                         "access_groups": "nobody", "access_users": ""}, follow=True)
+    assert "unknown groups in tenant acme: nobody" in refused.content.decode()
+    assert Document.objects.get(pk=handbook.pk).access == ["*"]
+    owner.post("/admin/knowledge/document/", {"action": "set_access", "_selected_action": [handbook.pk],
+                                              "access_groups": "", "access_users": "editor"})
+    assert Document.objects.get(pk=handbook.pk).access == [f"u:{w.editor.pk}"]
+    assert "handbook" not in search(team, team.stranger, "payroll calendar portal", "keyword")
+    # The group admin: the tenant's admins only.
+    assert owner.get("/admin/accounts/group/").status_code == 200
+    assert editor.get("/admin/accounts/group/").status_code in (302, 403)

@@ -59,7 +59,7 @@ def _key_for(tenant: Tenant, name: str) -> str:
     return next(f"{base}-{n}" for n in range(2, len(taken) + 3) if f"{base}-{n}" not in taken)
 
 
-def _access(tenant: Tenant, value: object) -> list[str] | None:
+def source_access_check(tenant: Tenant, value: object) -> list[str] | None:
     """A source's access list (``{"groups": [...], "users": [...]}``) as principals; ``ConfigError`` naming unknown names."""
     try:
         return access_from_input(tenant=tenant, value=value)
@@ -82,7 +82,7 @@ def source_create(*, tenant: Tenant, name: object, kind: object, config: object,
     checked_name = check_name(name)
     minutes = check_schedule(schedule_minutes)
     check_name_free(tenant_id=tenant.pk, name=checked_name)
-    principals = _access(tenant, access) or ["*"]
+    principals = source_access_check(tenant, access) or ["*"]
     plain, secrets = config_check(kind=kind, config=config, probe=probe)  # type: ignore[arg-type]
     try:
         with transaction.atomic():
@@ -121,7 +121,7 @@ def source_update(*, source: Source, name: object = UNSET, config: object = UNSE
         plain, secrets = config_check(kind=source.kind, config=config, kept_secrets=secrets_open(source.secrets), probe=probe)
         changes["config"], changes["secrets"] = plain, secrets_seal(secrets)
     if access is not UNSET:
-        changes["access"] = _access(source.tenant, access) or ["*"]
+        changes["access"] = source_access_check(source.tenant, access) or ["*"]
     with transaction.atomic():
         locked = Source.objects.select_for_update().get(pk=source.pk)
         for field, value in changes.items():
