@@ -164,6 +164,8 @@ def _group_json(group: Group, *, members: bool) -> dict[str, object]:
 
 
 def _group_or_404(ctx: TenantContext, name: str) -> Group:
+    if len(name) > 64 or "\x00" in name:
+        raise exceptions.NotFound()  # no group could have this name: no query either
     group = group_get(tenant=ctx.tenant, name=name)
     if group is None:
         raise exceptions.NotFound()
@@ -240,7 +242,7 @@ class GroupMemberDetailApi(APIView):
     def delete(self, request: Request, name: str, username: str) -> Response:
         ctx = resolve_tenant_context(request)
         group = _group_or_404(ctx, name)
-        member = group.members.filter(username=username).first()
+        member = group.members.filter(username=username).first() if "\x00" not in username and len(username) <= 150 else None
         if member is None:
             raise exceptions.NotFound()
         group_member_remove(group=group, user=member)

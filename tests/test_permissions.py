@@ -418,3 +418,15 @@ def test_admin_lists_and_opens_only_readable_documents_for_editors(team: Team) -
     # The group admin: the tenant's admins only.
     assert owner.get("/admin/accounts/group/").status_code == 200
     assert editor.get("/admin/accounts/group/").status_code in (302, 403)
+
+
+def test_odd_names_are_400s_or_404s_never_5xx(team: Team) -> None:
+    admin = team.world.client(team.world.owner)
+    assert admin.post("/v1/documents", {"documents": [{"id": "x", "text": "y"}], "access": {"groups": ["a\x00b"]}},
+                      format="json").status_code == 400
+    assert admin.post("/v1/documents", {"documents": [{"id": "x", "text": "y"}], "access": {"groups": "payroll"}},
+                      format="json").status_code == 400
+    assert admin.post("/v1/documents", {"documents": [{"id": "x", "text": "y"}], "access": [1]}, format="json").status_code == 400
+    assert admin.delete("/v1/groups/payroll/members/a%00b").status_code == 404
+    assert admin.delete("/v1/groups/a%00b").status_code == 404
+    assert admin.post("/v1/groups", {"name": "x" * 65}, format="json").status_code == 400

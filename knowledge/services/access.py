@@ -49,6 +49,8 @@ def access_principals(*, tenant: Tenant, groups: Sequence[object] = (), users: S
         raise AccessError("groups and users must be lists of names")
     if any(not isinstance(n, str) or not n for n in [*groups, *users]):
         raise AccessError("groups and users must be lists of non-empty strings")
+    if any(len(n) > 150 or any(ord(ch) < 32 for ch in n) for n in [*groups, *users]):
+        raise AccessError("group and user names are at most 150 characters, without control characters")
     if len(groups) + len(users) > MAX_ENTRIES:
         raise AccessError(f"at most {MAX_ENTRIES} groups and users in one access list, got {len(groups) + len(users)}")
     if not groups and not users:
