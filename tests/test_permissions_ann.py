@@ -63,3 +63,13 @@ def test_the_hnsw_statement_carries_the_access_test(crowd: tuple[World, Group], 
     searches = [q["sql"] for q in captured.captured_queries if "<=>" in q["sql"]]
     assert searches and all("c.access &&" in sql for sql in searches)
     assert any("hnsw.iterative_scan" in q["sql"] for q in captured.captured_queries)
+
+
+def test_the_resolution_says_whether_a_tenant_restricts_anything(crowd: tuple[World, Group]) -> None:
+    from knowledge.rag.backends.postgres.namespaces import resolve
+
+    world, _ = crowd
+    assert resolve("default", "acme").restricted is True
+    assert resolve("default", "globex").restricted is False
+    document_access_set(documents=Document.objects.filter(tenant=world.acme), principals=["*"], actor="t")
+    assert resolve("default", "acme").restricted is False

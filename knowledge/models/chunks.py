@@ -70,6 +70,8 @@ class Chunk(models.Model):
             models.Index(fields=["tenant", "id"], condition=models.Q(indexed=False), name="chunk_backlog"),
             # A reader's restricted search: candidate counts (plan._few_candidates) over access && principals.
             GinIndex(fields=["access"], name="chunk_access_gin"),
+            # Whether a tenant restricts anything (namespaces.resolve, once per search): restricted chunks only.
+            models.Index(fields=["tenant"], condition=~models.Q(access__contains=["*"]), name="chunk_restricted"),
         ]
 
     def __str__(self) -> str:

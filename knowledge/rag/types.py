@@ -391,6 +391,10 @@ class ResolvedNamespace:
     slug: str
     model: str
     chunks: int
+    # Whether any of its chunks is restricted (an access list other than the whole tenant's): when none
+    # is, a reader's access test (still in every statement) cannot shorten a page, so the plan skips the
+    # short-page precautions it takes for filters. Unknown (True) unless the resolution read it.
+    restricted: bool = True
 
 
 @dataclass(frozen=True)

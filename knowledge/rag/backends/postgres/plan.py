@@ -32,8 +32,10 @@ def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RA
     # tenant's churn leave newly inserted ones badly connected: issue 22 measured -0.12 nDCG@10).
     # A filtered search of a large tenant does the same when its filters leave few candidates.
     parsed = q.parse_query(query.text)  # once per search: the plan, the refinements and the keyword text use it
-    # A reader's access list filters like metadata does: the fast paths may come back short of it.
-    filtered = bool(query.filters) or bool(parsed.phrases or parsed.negated) or query.reader is not None
+    # A reader's access test filters like metadata does: the fast paths may come back short of it, unless
+    # the tenant restricts nothing (then the test, still in the statement, passes every chunk).
+    restricted = query.reader is not None and (query.resolved is None or query.resolved.restricted)
+    filtered = bool(query.filters) or bool(parsed.phrases or parsed.negated) or restricted
     dim = dimension(backend, query)
     small = dim is not None and query.mode is not SearchMode.KEYWORD and (
         _is_small(backend, query, tenant_id) or (filtered and _few_candidates(backend, query, parsed, tenant_id))
