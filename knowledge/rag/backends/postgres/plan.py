@@ -37,8 +37,12 @@ def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RA
     restricted = query.reader is not None and (query.resolved is None or query.resolved.restricted)
     filtered = bool(query.filters) or bool(parsed.phrases or parsed.negated) or restricted
     dim = dimension(backend, query)
+    # Counting the candidates pays for selective metadata filters and refinements, not for a reader's access
+    # test alone: most readers read most of a tenant, the count cannot stop early on the access column's
+    # index (everyone's chunks share "*"), and a reader who may read little is caught by the short-page check.
+    selective = bool(query.filters) or bool(parsed.phrases or parsed.negated)
     small = dim is not None and query.mode is not SearchMode.KEYWORD and (
-        _is_small(backend, query, tenant_id) or (filtered and _few_candidates(backend, query, parsed, tenant_id))
+        _is_small(backend, query, tenant_id) or (selective and _few_candidates(backend, query, parsed, tenant_id))
     )
     rows = _run(backend, query, parsed, tenant_id, exact_semantic=small)
     # The fast paths (postings, HNSW) can come back short once filters apply;
