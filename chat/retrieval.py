@@ -256,7 +256,12 @@ async def _retrieve_tenant(
     """The tenant's chunks relevant to ``prompt`` (see ``retrieve``): hybrid search when an embedder is
     configured (keyword search when it is not, or when it fails), with the graph's leg when asked for,
     the relevant hits (``_relevant``), then one second hop."""
-    service = rag.tenant_service(tenant.slug, reader=options.reader)
+    try:
+        # A backend that cannot enforce the reader's access is refused here (ConfigurationError): retrieval
+        # is then unavailable, never unfiltered.
+        service = rag.tenant_service(tenant.slug, reader=options.reader)
+    except rag.RAGError as exc:
+        raise RetrievalFailed(type(exc).__name__) from exc
     mode = search_mode(service)
     try:
         found = await search(service, prompt, mode=mode, limit=settings.QUARRY_CHAT_RETRIEVAL_TOP_K, options=options)
