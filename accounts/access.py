@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -26,7 +27,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from accounts.models import TENANT_SLUG_RE, ApiToken, Role, Tenant
-from accounts.selectors import membership_role, tenant_get, tenants_for_user
+from accounts.selectors import group_ids_for, membership_role, tenant_get, tenants_for_user
 
 M = TypeVar("M", bound=models.Model)
 
@@ -61,6 +62,23 @@ class TenantContext:
 
     def has_role(self, role: Role | str) -> bool:
         return Role.rank(self.role) >= Role.rank(role)
+
+    @property
+    def reads_everything(self) -> bool:
+        """Whether the caller reads every document of the tenant, restricted ones included: its admins
+        (a token's role counts: a reader token of an admin reads as a member) and the shell's ``cli``."""
+        return self.acting_as == CLI_PRINCIPAL or self.role == Role.ADMIN
+
+    @property
+    def user_id(self) -> int | None:
+        """The caller's user id (the principal ``u:<id>`` of access lists); None for anonymous callers."""
+        return int(self.user.pk) if self.user.is_authenticated else None
+
+    @cached_property
+    def group_ids(self) -> tuple[int, ...]:
+        """The tenant's groups the caller belongs to: read once per context, so once per request (a
+        membership change counts from the next one); an API token acts as its owner."""
+        return group_ids_for(user=self.user, tenant=self.tenant)
 
 
 class TenantNotFound(exceptions.NotFound):

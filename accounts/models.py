@@ -90,6 +90,39 @@ class Membership(models.Model):
         return f"{self.user} @ {self.tenant} ({self.role})"
 
 
+# Group names appear in URLs (``/v1/groups/{name}``) and access lists: the tenant slug's alphabet.
+GROUP_NAME_RE = TENANT_SLUG_RE
+
+
+class Group(models.Model):
+    """A named set of a tenant's members, managed by its admins: what a document's access list names
+    besides single users (issue 34). Not Django's ``auth.Group``: that one grants model permissions,
+    this one grants reading restricted documents of one tenant.
+
+    Documents name a group by its primary key (``g:<id>`` in ``Document.access``): renaming keeps their
+    access, and a deleted group's id stays in their lists, naming nobody (so they stay restricted, and
+    only admins read them, until an editor changes their access).
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="groups")
+    name = models.CharField(
+        max_length=64,
+        validators=[RegexValidator(GROUP_NAME_RE, "Letters, digits, '-' and '_' only, at most 64, starting with a letter or digit.")],
+    )
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="quarry_groups", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # One group of a name per tenant; also the lookup by name of the API and of access lists.
+            models.UniqueConstraint(fields=["tenant", "name"], name="group_tenant_name_unique"),
+        ]
+        ordering = ["tenant", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.tenant}"
+
+
 class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def active(self) -> ApiTokenQuerySet:
         return self.filter(revoked_at__isnull=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from accounts.models import ApiToken, Membership, Role, Tenant
+from accounts.models import ApiToken, Group, Membership, Role, Tenant
 
 
 def tenant_get(*, slug: str) -> Tenant | None:
@@ -40,3 +40,19 @@ def api_token_for_secret(*, secret: str) -> ApiToken | None:
         .filter(digest=ApiToken.hash_secret(secret))
         .first()
     )
+
+
+def group_ids_for(*, user: AbstractBaseUser | AnonymousUser, tenant: Tenant) -> tuple[int, ...]:
+    """The ids of ``tenant``'s groups ``user`` belongs to, read now: a membership change counts from the next request."""
+    if not user.is_authenticated:
+        return ()
+    return tuple(Group.objects.filter(tenant=tenant, members=user).order_by("pk").values_list("pk", flat=True))
+
+
+def groups_of_tenant(*, tenant: Tenant) -> list[Group]:
+    """The tenant's groups by name, with their members (one query each)."""
+    return list(Group.objects.filter(tenant=tenant).prefetch_related("members").order_by("name"))
+
+
+def group_get(*, tenant: Tenant, name: str) -> Group | None:
+    return Group.objects.filter(tenant=tenant, name=name).first()

@@ -1,4 +1,4 @@
-"""Writes for accounts: tenants, memberships, API tokens."""
+"""Writes for accounts: tenants, memberships, groups, API tokens."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from accounts.models import ApiToken, Membership, Role, Tenant
+from accounts.models import ApiToken, Group, Membership, Role, Tenant
 
 
 def tenant_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
@@ -102,3 +102,57 @@ def api_token_touch(*, token: ApiToken, every_seconds: int) -> None:
         return
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     token.last_used_at = now
+
+
+# --- Groups: who may read restricted documents (issue 34) --------------------------------------------
+
+
+class GroupError(ValueError):
+    """A group request the tenant cannot honour; ``field`` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def group_create(*, tenant: Tenant, name: str) -> Group:
+    """Create the tenant's group ``name``. Raises ``GroupError`` for a malformed or taken name."""
+    group = Group(tenant=tenant, name=name)
+    try:
+        group.full_clean()
+    except ValidationError as exc:
+        messages = exc.message_dict
+        if "__all__" in messages or any("already exists" in m for m in messages.get("name", [])):
+            raise GroupError("name", f"tenant {tenant.slug} already has a group {name!r}") from None
+        raise GroupError("name", " ".join(messages.get("name", ["is not a valid group name"]))) from None
+    group.save()
+    return group
+
+
+def group_delete(*, group: Group) -> None:
+    """Delete ``group``. Documents that named it keep its id in their access lists, which names nobody
+    now: they stay restricted (to the rest of their list, and to admins) rather than opening up."""
+    group.delete()
+
+
+def group_member_add(*, group: Group, username: str) -> AbstractBaseUser:
+    """Add the tenant member ``username`` to ``group`` (idempotent); ``GroupError`` for anyone else."""
+    member = get_user_model().objects.filter(username=username, memberships__tenant_id=group.tenant_id).first()
+    if member is None:
+        raise GroupError("username", f"{username!r} is not a member of tenant {group.tenant.slug}")
+    group.members.add(member)
+    return member
+
+
+def group_member_remove(*, group: Group, user: AbstractBaseUser) -> None:
+    """Take ``user`` out of ``group``: from their next request they no longer read what only it may."""
+    group.members.remove(user)
+
+
+def membership_remove(*, user: AbstractBaseUser, tenant: Tenant) -> None:
+    """Take ``user`` out of ``tenant``, and out of its groups."""
+    with transaction.atomic():
+        for group in Group.objects.filter(tenant=tenant, members=user):
+            group.members.remove(user)
+        Membership.objects.filter(user=user, tenant=tenant).delete()

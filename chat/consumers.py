@@ -67,6 +67,7 @@ from chat.events import ERRORS, ChatEvent
 from chat.models import ChatSession, SessionKind, TurnRole
 from chat.pipeline import Branch, answer_stream
 from chat.services import chat_session_create, chat_turn_select
+from chat.retrieval import withhold_unreadable
 from chat.selectors import chat_session_find, chat_transcript, chat_turn_find
 from common import replicas
 from knowledge.rag import limits
@@ -113,7 +114,12 @@ def _create_session(ctx: TenantContext, kind: str) -> ChatSession:
 
 
 _find_session = database_sync_to_async(chat_session_find)
-_transcript = database_sync_to_async(chat_transcript)
+def _visible_transcript(*, session: Any) -> Any:
+    """The transcript as its owner may see it now (citations of passages they can no longer read withheld)."""
+    return withhold_unreadable(chat_transcript(session=session), tenant_id=session.tenant_id, principal=session.principal)
+
+
+_transcript = database_sync_to_async(_visible_transcript)
 
 
 _find_turn = database_sync_to_async(chat_turn_find)

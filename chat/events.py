@@ -64,6 +64,8 @@ class Citation(TypedDict):
     graph_path: NotRequired[Annotated[list[str], Help("Graph search found this passage through these entities, in order.")]]
     file_id: NotRequired[Annotated[str, Help("The passage is from this file attached to the conversation (GET "
                                              "/v1/chat/sessions/{id}/files), not from the knowledge base.")]]
+    withheld: NotRequired[Annotated[bool, Help("Set in a stored conversation when you may no longer read the passage "
+                                               "(its access changed): its ids are empty and its text is not shown.")]]
 
 
 class Usage(TypedDict):

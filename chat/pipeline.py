@@ -158,10 +158,13 @@ async def _retrieve(*, session: ChatSession, prompt: str, options: RetrievalOpti
         if branch is None:
             branch = Branch(parent_id=await db_step(session_head, session=session))
         store = await db_step(session_store_slug, session=session)
+        # The asker's access, read now: an unreadable passage is never context, and a membership or
+        # access change counts from this answer on.
+        reader = await db_step(rag.reader_for_principal, tenant_id=tenant.pk, principal=session.principal)
     except DatabaseError as exc:
         logger.error("chat memory or attached files unavailable: %s", type(exc).__name__)
         return _error("database_unavailable")
-    options = options.with_store(store)
+    options = options.with_store(store).for_reader(reader)
     try:
         hits, graph = await retrieve(tenant=tenant, prompt=prompt, options=options)
     except RetrievalFailed as exc:

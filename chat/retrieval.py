@@ -22,6 +22,7 @@ from django.db import DatabaseError
 from chat.events import GRAPH_NOT_BUILT, GRAPH_NOT_KEPT, GRAPH_UNAVAILABLE, GRAPH_USED, GraphSearchDiagnostics
 from chat.llm.selection import bridge_query
 from knowledge import rag
+from knowledge.models import Chunk
 from knowledge.rag.fusion import graph_page, rrf, with_graph_placed
 from knowledge.rag.reranking import GRAPH_NOT_RERANKED
 
@@ -71,6 +72,9 @@ class RetrievalOptions:
     fusion_weight: float | None = None
     files: FileScope = field(default_factory=lambda: FileScope(None))
     rerank: str | None = None
+    # Whose retrieval this is (issue 34): the knowledge base is searched as far as they may read.
+    # None: trusted code (commands); the pipeline and the agent always set it (``for_reader``).
+    reader: rag.Reader | None = None
 
     @classmethod
     def of(
@@ -87,6 +91,10 @@ class RetrievalOptions:
     def reranks(self) -> bool:
         """Whether searches re-rank their candidates (``rerank``, None: ``QUARRY_CHAT_RERANK``)."""
         return rag.parse_rerank(self.rerank or settings.QUARRY_CHAT_RERANK) == "colbert"
+
+    def for_reader(self, reader: rag.Reader | None) -> RetrievalOptions:
+        """These options as ``reader`` retrieves (``rag.reader_for_principal``, resolved for this request)."""
+        return dataclasses.replace(self, reader=reader)
 
     def with_store(self, store: str | None) -> RetrievalOptions:
         """These options over the conversation's attached files ``store`` (None: none attached)."""
@@ -274,7 +282,12 @@ async def _retrieve_tenant(
     """The tenant's chunks relevant to ``prompt`` (see ``retrieve``): hybrid search when an embedder is
     configured (keyword search when it is not, or when it fails), with the graph's leg when asked for,
     the relevant hits (``_relevant``), then one second hop."""
-    service = rag.tenant_service(tenant.slug)
+    try:
+        # A backend that cannot enforce the reader's access is refused here (ConfigurationError): retrieval
+        # is then unavailable, never unfiltered.
+        service = rag.tenant_service(tenant.slug, reader=options.reader)
+    except rag.RAGError as exc:
+        raise RetrievalFailed(type(exc).__name__) from exc
     mode = search_mode(service)
     try:
         found = await search(service, prompt, mode=mode, limit=settings.QUARRY_CHAT_RETRIEVAL_TOP_K, options=options)
@@ -328,3 +341,38 @@ def graph_diagnostic(result: rag.GraphSearchResult, used: list[rag.RAGHit]) -> G
         "graph_relations": [{"subject": r.subject, "predicate": r.predicate, "object": r.object, "chunk_id": r.chunk_id}
                             for r in leg.relations],
     }
+
+
+# --- What a conversation may still show of what it cited (issue 34) -------------------------------
+
+WITHHELD: dict[str, Any] = {"document_id": "", "chunk_id": "", "score": 0.0, "withheld": True}
+
+
+def withhold_unreadable(transcript: Any, *, tenant_id: int, principal: str) -> Any:
+    """``transcript`` (``chat.selectors.Transcript``) with every citation and agent source of a knowledge-base
+    passage its owner may no longer read (access changed, or they left the group) replaced by ``WITHHELD``:
+    the conversation keeps its numbering, but neither the passage nor its document's id. Read now, in one
+    query on the chunks' access column; passages of the conversation's own files are the owner's and stay."""
+    reader = rag.reader_for_principal(tenant_id=tenant_id, principal=principal)
+    if reader is None:
+        return transcript
+    cited = {c["chunk_id"] for turn in transcript["turns"] for key in ("citations", "sources") for c in turn.get(key) or []
+             if isinstance(c, dict) and isinstance(c.get("chunk_id"), str) and "file_id" not in c}
+    if not cited:
+        return transcript
+    readable = set(Chunk.objects.filter(tenant_id=tenant_id, chunk_id__in=list(cited), access__overlap=reader.principals)
+                   .values_list("chunk_id", flat=True))
+    gone = cited - set(Chunk.objects.filter(tenant_id=tenant_id, chunk_id__in=list(cited)).values_list("chunk_id", flat=True))
+
+    def shown(item: Any) -> Any:
+        if not isinstance(item, dict) or "file_id" in item or not isinstance(item.get("chunk_id"), str):
+            return item
+        if item["chunk_id"] in readable or item["chunk_id"] in gone:
+            return item  # readable, or deleted since (then nobody reads it: its id is no secret of another's)
+        return {**WITHHELD, **({"source": item["source"]} if "source" in item else {})}
+
+    for turn in transcript["turns"]:
+        for key in ("citations", "sources"):
+            if turn.get(key):
+                turn[key] = [shown(c) for c in turn[key]]
+    return transcript

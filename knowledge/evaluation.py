@@ -135,9 +135,11 @@ def evaluate_modes(
     *, tenant: Tenant, folder: Path, modes: list[rag.SearchMode], qrels_file: str = "qrels.tsv",
     queries_file: str = "queries.jsonl", progress: Callable[[int], object] | None = None, rerank: bool = False,
     service: rag.RAGService | None = None, graph: bool = False, fusions: tuple[rag.Fusion, ...] = (rag.Fusion.RRF, rag.Fusion.SCORE),
-    fusion_weight: float | None = None, colbert: bool = False,
+    fusion_weight: float | None = None, colbert: bool = False, reader: rag.Reader | None = None,
 ) -> dict[str, ModeResult]:
-    """Run every judged query in every mode (and hybrid with the graph leg when ``graph``);
+    """``reader``: search as that member reads (issue 34; None: the operator's full view).
+
+    Run every judged query in every mode (and hybrid with the graph leg when ``graph``);
     latency includes query embedding. Hybrid mode runs once per fusion of ``fusions``: RRF
     as ``hybrid``, score fusion (weight ``fusion_weight``, None: the service's) as ``hybrid+score``;
     so does the graph (``hybrid+graph``, ``hybrid+score+graph``). ``colbert``: hybrid search per fusion
@@ -146,7 +148,7 @@ def evaluate_modes(
     ``rerank``: the seed's cosine re-ordering inside every hybrid search (``evaluate --rerank cosine``)."""
     qrels = read_qrels(folder / qrels_file)
     queries = [(str(q["_id"]), str(q["text"])) for q in read_jsonl(folder / queries_file) if str(q["_id"]) in qrels]
-    service = service or rag.tenant_service(tenant.slug)
+    service = service or rag.tenant_service(tenant.slug, reader=reader)
     runs: list[tuple[str, rag.SearchMode, bool, rag.Fusion, bool]] = []
     for mode in modes:
         if mode is not rag.SearchMode.HYBRID:

@@ -1,4 +1,6 @@
-"""Reads of the knowledge base. Every function takes the tenant."""
+"""Reads of the knowledge base. Every function takes the tenant, and every read of content the reader
+(``rag.Reader``, ``rag.reader_of(context)``; None only for those who read everything: issue 34). The
+reader is a required keyword, so no read can forget it."""
 
 from __future__ import annotations
 
@@ -17,14 +19,19 @@ from knowledge.rag.protocols import declared_dimension, embedder_model_id
 from knowledge.models import Chunk, CorpusStat, Document, DocumentStatus, Entity, Mention, Relation
 
 
-def document_list(*, tenant: Tenant, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
-    """``tenant``'s documents, newest first; ``status``: one of ``API_STATUSES`` (failed excludes cancelled)."""
-    documents = Document.objects.for_tenant(tenant.pk).order_by("-updated_at", "-id")
+def _principals(reader: rag.Reader | None) -> list[str] | None:
+    return None if reader is None else reader.principals
+
+
+def document_list(*, tenant: Tenant, reader: rag.Reader | None, status: str | None = None) -> "QuerySet[Document]":  # noqa: F821
+    """``tenant``'s documents the reader may read, newest first; ``status``: one of ``API_STATUSES`` (failed excludes cancelled)."""
+    documents = Document.objects.for_tenant(tenant.pk).readable_by(_principals(reader)).order_by("-updated_at", "-id")
     return documents.in_api_status(status) if status else documents
 
 
-def document_get(*, tenant: Tenant, external_id: str) -> Document | None:
-    return Document.objects.for_tenant(tenant.pk).filter(external_id=external_id).first()
+def document_get(*, tenant: Tenant, external_id: str, reader: rag.Reader | None) -> Document | None:
+    """The document, or None when the tenant has none of that id or the reader may not read it (alike)."""
+    return Document.objects.for_tenant(tenant.pk).readable_by(_principals(reader)).filter(external_id=external_id).first()
 
 
 def document_chunks(*, tenant: Tenant, document: Document) -> "QuerySet[Chunk]":  # noqa: F821
@@ -41,10 +48,11 @@ def chunk_search(
     min_score: float | None = None,
     fusion: rag.Fusion | str | None = None,
     fusion_weight: float | None = None,
+    reader: rag.Reader | None,
 ) -> tuple[rag.RAGHit, ...]:
-    """Ranked hits in the tenant, best first (raises the RAG API's validation errors).
+    """Ranked hits in the tenant that the reader may read, best first (raises the RAG API's validation errors).
     ``fusion`` / ``fusion_weight``: hybrid mode's fusion (None: the configured default)."""
-    service = rag.tenant_service(tenant.slug)
+    service = rag.tenant_service(tenant.slug, reader=reader)
     return async_to_sync(service.search)(query, mode=mode, limit=limit, filters=filters, min_score=min_score,  # type: ignore[arg-type]
                                          fusion=fusion, fusion_weight=fusion_weight)
 
@@ -57,26 +65,27 @@ def chunk_rerank(*, query: str, hits: Sequence[rag.RAGHit], limit: int) -> rag.R
 
 def chunk_graph_search(
     *, tenant: Tenant, query: str, limit: int = 8, filters: Mapping[str, object] | None = None, min_score: float | None = None,
-    fusion: str | None = None, fusion_weight: float | None = None,
+    fusion: str | None = None, fusion_weight: float | None = None, reader: rag.Reader | None,
 ) -> rag.GraphSearchResult:
     """Hybrid search (``fusion``: None, the deployment's) with the knowledge graph's leg in the tenant
-    (raises the RAG API's errors)."""
-    service = rag.tenant_service(tenant.slug)
+    (raises the RAG API's errors), as far as the reader may read."""
+    service = rag.tenant_service(tenant.slug, reader=reader)
     return async_to_sync(service.graph_search)(query, limit=limit, filters=filters, min_score=min_score,  # type: ignore[arg-type]
                                                fusion=fusion, fusion_weight=fusion_weight)
 
 
-def graph_picture(*, tenant: Tenant, chunk_ids: Sequence[str], expand: bool = False) -> rag.Picture:
-    """How the tenant's chunks ``chunk_ids`` connect through entities (an empty picture without a graph)."""
-    service = rag.tenant_service(tenant.slug, embedder=None)
+def graph_picture(*, tenant: Tenant, chunk_ids: Sequence[str], expand: bool = False, reader: rag.Reader | None) -> rag.Picture:
+    """How the tenant's chunks ``chunk_ids`` connect through entities (an empty picture without a graph),
+    among the chunks the reader may read."""
+    service = rag.tenant_service(tenant.slug, embedder=None, reader=reader)
     if not service.has_graph:
         return rag.Picture()
     return async_to_sync(service.graph_picture)(chunk_ids, expand=expand)
 
 
-def chunk_fetch(*, tenant: Tenant, ids: Sequence[str]) -> tuple[rag.RAGChunk, ...]:
-    """The tenant's chunks with these ids, in the requested order, missing ones omitted."""
-    return async_to_sync(rag.tenant_service(tenant.slug, embedder=None).fetch)(ids)
+def chunk_fetch(*, tenant: Tenant, ids: Sequence[str], reader: rag.Reader | None) -> tuple[rag.RAGChunk, ...]:
+    """The tenant's chunks with these ids, in the requested order, missing and unreadable ones omitted alike."""
+    return async_to_sync(rag.tenant_service(tenant.slug, embedder=None, reader=reader).fetch)(ids)
 
 
 # --- The editors' admin and the documents API ---------------------------------------------------

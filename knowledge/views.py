@@ -39,8 +39,9 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
         return _bad_request(request, ctx, "This is not a document id: letters, digits and ._:/@+=- only, at most 200.")
     if chunk_id and not limits.CHUNK_ID_RE.fullmatch(chunk_id):
         return _bad_request(request, ctx, "chunk: this is not a passage id: letters, digits and ._:/@+=- only, at most 207.")
-    document = document_get(tenant=ctx.tenant, external_id=document_id)
-    if document is None:
+    reader = rag.reader_of(ctx)
+    document = document_get(tenant=ctx.tenant, external_id=document_id, reader=reader)
+    if document is None:  # none, or one the reader may not read: alike
         raise Http404("Document not found.")
     chunk = None
     if chunk_id:
@@ -56,7 +57,7 @@ def document_page(request: HttpRequest, ctx: TenantContext, document_id: str) ->
     uri = document.uri if re.match(r"^https?://", document.uri or "", re.IGNORECASE) else ""
     # The picture: how the cited passage (else the first) connects to other documents through entities.
     focus = chunk["chunk_id"] if chunk else next(iter(document_chunks(tenant=ctx.tenant, document=document).values_list("chunk_id", flat=True)[:1]), None)
-    picture = graph_picture(tenant=ctx.tenant, chunk_ids=[focus], expand=True) if focus else None
+    picture = graph_picture(tenant=ctx.tenant, chunk_ids=[focus], expand=True, reader=reader) if focus else None
     return render(request, "knowledge/document.html", base_context(
         request, ctx, document=document, chunk=chunk, excerpt=excerpt, link=uri, nav="document",
         picture=picture.as_json() if picture and picture.entities else None, picture_rows=_picture_rows(picture),
@@ -103,7 +104,7 @@ def search_page(request: HttpRequest, ctx: TenantContext) -> HttpResponse:
     if query:
         try:
             filters = parse_filters(raw_filters)
-            found = chunk_search(tenant=ctx.tenant, query=query, mode=mode, limit=SEARCH_LIMIT, filters=filters)
+            found = chunk_search(tenant=ctx.tenant, query=query, mode=mode, limit=SEARCH_LIMIT, filters=filters, reader=rag.reader_of(ctx))
         except FilterSyntaxError as exc:
             error = str(exc)
         except (rag.RAGValidationError, rag.RAGTypeError) as exc:

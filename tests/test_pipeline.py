@@ -96,7 +96,7 @@ def ready_document(world: World, server: FakeOpenAI, external_id: str = "handboo
 
 
 def keyword_hits(world: World, query: str) -> list[str]:
-    return [h.chunk.chunk_id for h in chunk_search(tenant=world.acme, query=query, mode="keyword", limit=20)]
+    return [h.chunk.chunk_id for h in chunk_search(tenant=world.acme, reader=None, query=query, mode="keyword", limit=20)]
 
 
 # --- Requests -----------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ def test_upload_is_extracted_chunked_embedded_and_searchable_with_the_default_mo
     assert document.started_at <= document.finished_at
     chunk = Chunk.objects.get(document=document)
     assert chunk.embedding is not None and chunk.metadata == {"team": "support"}
-    hits = chunk_search(tenant=world.acme, query="how do editors upload files?", mode="semantic")
+    hits = chunk_search(tenant=world.acme, reader=None, query="how do editors upload files?", mode="semantic")
     assert hits[0].chunk.chunk_id == "guide.md:0"
     assert AuditEvent.objects.filter(tenant=world.acme, action="ingest", actor="editor", document_ids=["guide.md"]).exists()
     # A duplicate or late task does nothing.

@@ -64,7 +64,7 @@ def statuses(world: World) -> dict[str, tuple[str, str]]:
 
 
 def keyword_ids(world: World, query: str) -> list[str]:
-    return sorted({h.chunk.document_id for h in chunk_search(tenant=world.acme, query=query, mode="keyword", limit=50)})
+    return sorted({h.chunk.document_id for h in chunk_search(tenant=world.acme, reader=None, query=query, mode="keyword", limit=50)})
 
 
 def long_text(word: str, paragraphs: int) -> str:

@@ -33,9 +33,9 @@ def test_a_search_costs_a_bounded_number_of_round_trips_and_finds_its_tenant_onc
     async_to_sync(rag.tenant_service("acme").ingest)(
         [rag.RAGDocument(f"note-{i}", f"Note {i}: keyword search ranks passages with BM25 over their words.") for i in range(12)]
     )
-    chunk_search(tenant=world.acme, query="warm up the embedder and the pgvector probe", mode=mode)
+    chunk_search(tenant=world.acme, reader=None, query="warm up the embedder and the pgvector probe", mode=mode)
     with CaptureQueriesContext(connection) as statements:
-        hits = chunk_search(tenant=world.acme, query="how does keyword search rank", mode=mode, limit=3)
+        hits = chunk_search(tenant=world.acme, reader=None, query="how does keyword search rank", mode=mode, limit=3)
     sent = [q["sql"] for q in statements.captured_queries]
     assert hits and {h.chunk.namespace for h in hits} == {"acme"}
     assert len(sent) <= BOUNDS[mode], "\n".join(s[:160] for s in sent)

@@ -82,7 +82,7 @@ def test_first_sync_writes_each_item_through_the_pipeline(world: World, share: P
     assert install.uri == (share / "guides" / "install.md").as_uri()
     assert install.status == DocumentStatus.QUEUED  # the editors' pipeline does the rest
     assert process_queued() == ["ready", "ready"]
-    hits = chunk_search(tenant=world.acme, query="Marmalade installer", mode="keyword", limit=3)
+    hits = chunk_search(tenant=world.acme, reader=None, query="Marmalade installer", mode="keyword", limit=3)
     assert hits[0].chunk.document_id == "team-share/guides/install.md"
     assert hits[0].chunk.metadata["source"] == "team-share"
 
@@ -105,9 +105,9 @@ def test_resync_writes_only_changes_and_deletes_vanished_items(world: World, sha
     assert not Document.objects.filter(tenant=world.acme, external_id="team-share/guides/old.md").exists()
     assert Document.objects.get(tenant=world.acme, external_id="team-share/faq.txt").generation == versions["team-share/faq.txt"]
     process_queued()
-    hits = chunk_search(tenant=world.acme, query="Quince", mode="keyword", limit=3)
+    hits = chunk_search(tenant=world.acme, reader=None, query="Quince", mode="keyword", limit=3)
     assert [h.chunk.document_id for h in hits] == ["team-share/guides/install.md"]
-    assert not chunk_search(tenant=world.acme, query="Marmalade", mode="keyword", limit=3)
+    assert not chunk_search(tenant=world.acme, reader=None, query="Marmalade", mode="keyword", limit=3)
 
 
 def test_a_failed_item_is_reported_and_retried_next_time_while_the_rest_lands(world: World, share: Path, settings: Any) -> None:

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def found(world: World, word: str) -> list[str]:
-    return sorted({h.chunk.document_id for h in chunk_search(tenant=world.acme, query=word, mode="keyword", limit=10)})
+    return sorted({h.chunk.document_id for h in chunk_search(tenant=world.acme, reader=None, query=word, mode="keyword", limit=10)})
 
 
 def test_a_scheduled_source_follows_its_folder_with_no_manual_step(world: World, tmp_path: Path, settings: Any) -> None:

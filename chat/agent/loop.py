@@ -50,6 +50,7 @@ from chat.events import AGENT_ERRORS, Citation, Usage
 from chat.llm import CatalogError, ModelUnavailable, ReasoningDelta, TextDelta
 from chat.models import AgentRun, ChatSession, StopReason
 from common.db import db_step
+from knowledge import rag
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -147,7 +148,8 @@ async def agent_stream(
         logger.error("agent run not started: %s", type(exc).__name__)
         yield {"event": "error", "data": {"error": "database_unavailable", "detail": AGENT_ERRORS["database_unavailable"]}}
         return
-    async with aclosing(_Invocation(run=run, session=session, tenant=tenant, resumed=False).events()) as events:
+    reader = await _reader_of(session, tenant)
+    async with aclosing(_Invocation(run=run, session=session, tenant=tenant, resumed=False, reader=reader).events()) as events:
         async for event in events:
             yield event
 
@@ -161,7 +163,8 @@ async def agent_resume_stream(*, session: ChatSession, run: AgentRun) -> AsyncIt
     """
     _check_request(max_steps=run.max_steps)
     tenant = await _tenant_of(session)
-    async with aclosing(_Invocation(run=run, session=session, tenant=tenant, resumed=True).events()) as events:
+    reader = await _reader_of(session, tenant)
+    async with aclosing(_Invocation(run=run, session=session, tenant=tenant, resumed=True, reader=reader).events()) as events:
         async for event in events:
             yield event
 
@@ -177,17 +180,23 @@ async def collect_agent(events: AsyncIterator[AgentEvent]) -> AgentResponse:
     raise AgentFailed({"error": "internal_error", "detail": AGENT_ERRORS["internal_error"]})  # pragma: no cover
 
 
+async def _reader_of(session: ChatSession, tenant: Any) -> rag.Reader | None:
+    """The run's owner as a reader of the tenant, read now (each invocation: a membership or access change
+    counts from the next run or resume)."""
+    return await db_step(rag.reader_for_principal, tenant_id=tenant.pk, principal=session.principal)
+
+
 class _Invocation:
     """One invocation of a run: a new run, or one resume. Holds what it accumulates until it is saved."""
 
-    def __init__(self, *, run: AgentRun, session: ChatSession, tenant: Any, resumed: bool) -> None:
+    def __init__(self, *, run: AgentRun, session: ChatSession, tenant: Any, resumed: bool, reader: rag.Reader | None) -> None:
         self.run = run
         self.session = session
         self.tenant = tenant
         self.resumed = resumed
         self.progress = RunProgress.of(run)
         self.tools = tool_specs(graph_search=run.graph_search)
-        self.toolbox = Toolbox(tenant=tenant, graph_search=run.graph_search, sources=self.progress.sources)
+        self.toolbox = Toolbox(tenant=tenant, graph_search=run.graph_search, sources=self.progress.sources, reader=reader)
         self.started = time.monotonic()
         self.deadline = asyncio.get_running_loop().time() + settings.QUARRY_AGENT_TIMEOUT_SECONDS
         self.steps_taken = 0  # tool-using steps of this invocation (max_steps bounds these)

@@ -300,10 +300,13 @@ class Toolbox:
     ``sources`` is the run's list, extended in place as tools return new chunks.
     """
 
-    def __init__(self, *, tenant: Tenant, graph_search: bool, sources: list[Source]) -> None:
-        self.service = rag.tenant_service(tenant.slug)
+    def __init__(self, *, tenant: Tenant, graph_search: bool, sources: list[Source], reader: rag.Reader | None) -> None:
+        """``reader``: whose tools these are (``rag.reader_for_principal`` / ``rag.reader_of``, resolved for this
+        request; None only for those who read everything): every search, fetch and graph tool reads as them."""
+        self.service = rag.tenant_service(tenant.slug, reader=reader)
         self.graph_search = graph_search
-        self.options = RetrievalOptions(graph=graph_search)  # the service's own fusion, no conversation files
+        # The service's own fusion, no conversation files.
+        self.options = RetrievalOptions(graph=graph_search, reader=reader)
         self.names = frozenset(tool_names(graph_search=graph_search))
         self.sources = sources
         self._by_chunk: dict[str, Source] = {s["chunk_id"]: s for s in sources}

@@ -42,7 +42,7 @@ from chat.api.chat import (
 from chat.api.conversations import TranscriptSerializer
 from chat.models import FEEDBACK_COMMENT_MAX_CHARS, AgentRun, ChatSession, FeedbackRating, Turn, TurnRole
 from chat.pipeline import Branch
-from chat.retrieval import RetrievalOptions
+from chat.retrieval import RetrievalOptions, withhold_unreadable
 from chat.selectors import chat_sessions_of, chat_transcript, chat_turn_find
 from chat.services import agent_feedback_give, chat_feedback_give, chat_feedback_remove, chat_turn_select
 from common.db import db_step
@@ -187,7 +187,8 @@ class SelectApi(APIView):
         TenantOnlySerializer(data={} if hasattr(data, "getlist") and not data else data).is_valid(raise_exception=True)
         session = _session(ctx, session_id)
         chat_turn_select(session=session, turn=_turn(session, turn_id, None))
-        return Response(chat_transcript(session=session), headers={"Cache-Control": NO_STORE})
+        transcript = withhold_unreadable(chat_transcript(session=session), tenant_id=ctx.tenant.pk, principal=session.principal)
+        return Response(transcript, headers={"Cache-Control": NO_STORE})
 
 
 # --- feedback -----------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from chat.api.admission import ClosedInputSerializer, is_run_id, is_session_id
 from chat.api.agent import AgentSessionCreateApi
 from chat.api.chat import COMPONENTS, NO_STORE, ChatErrorSerializer, ChatSessionCreateApi
 from chat.models import ChatSession, SessionKind
+from chat.retrieval import withhold_unreadable
 from chat.selectors import (
     SEARCH_MAX_CHARS,
     SessionListItem,
@@ -141,8 +142,8 @@ class _SessionDetailApi(APIView):
     @extend_schema(responses={200: TranscriptSerializer, **ERRORS},
                    summary="Read one of your sessions: its turns (an agent session's runs) with their citations")
     def get(self, request: Request, session_id: str) -> Response:
-        _, session = self._session(request, session_id)
-        return _private(chat_transcript(session=session))
+        ctx, session = self._session(request, session_id)
+        return _private(withhold_unreadable(chat_transcript(session=session), tenant_id=ctx.tenant.pk, principal=session.principal))
 
     @extend_schema(request=SessionRenameSerializer, responses={200: SessionListItemSerializer, **ERRORS},
                    summary="Rename one of your sessions (an empty object changes nothing)")
@@ -180,4 +181,6 @@ class AgentRunDetailApi(APIView):
             raise exceptions.NotFound()
         runs = agent_runs_of(tenant=ctx.tenant, principal=ctx.principal).select_related("session")
         run = get_for_tenant(runs, tenant=ctx.tenant, public_id=run_id)
-        return _private(agent_run_detail(run=run))
+        detail = agent_run_detail(run=run)
+        withhold_unreadable({"turns": [detail]}, tenant_id=ctx.tenant.pk, principal=run.session.principal)  # in place
+        return _private(detail)

@@ -146,7 +146,8 @@ async def call_tool(ctx: TenantContext, name: str, arguments: dict[str, Any] | N
         raise ToolError(f"There is no tool called {name[:64]!r}. The tools are: {', '.join(known)}.")
     if name == LIST_DOCUMENTS:
         return await _list_documents(ctx, arguments)
-    toolbox = Toolbox(tenant=ctx.tenant, graph_search=graph, sources=[])
+    reader = await sync_to_async(rag.reader_of)(ctx)  # the token's owner and their groups, read for this call
+    toolbox = Toolbox(tenant=ctx.tenant, graph_search=graph, sources=[], reader=reader)
     try:
         found = await toolbox.find(_AGENT_NAMES[name], arguments)
     finally:
@@ -222,7 +223,9 @@ async def _list_documents(ctx: TenantContext, arguments: dict[str, Any]) -> dict
 
 def _document_page(ctx: TenantContext, *, status: str | None, metadata: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:
     # Newest first, like GET /v1/documents; the tenant filter comes first, always.
-    documents = Document.objects.for_tenant(ctx.tenant.pk).order_by("-updated_at", "-id")
+    reader = rag.reader_of(ctx)
+    # Only what the caller may read: a restricted document is neither listed nor counted.
+    documents = Document.objects.for_tenant(ctx.tenant.pk).readable_by(None if reader is None else reader.principals).order_by("-updated_at", "-id")
     if status:
         documents = documents.in_api_status(status)
     if metadata:

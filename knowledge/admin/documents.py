@@ -2,7 +2,8 @@
 
 Tenancy: superusers see everything; other staff see and change only documents of tenants
 where they are editors or admins, and can only choose those tenants; staff who are only
-readers get no access at all. Every write goes through ``knowledge.services``; the pages
+readers get no access at all. Inside a tenant (issue 34) an editor sees only the documents they
+may read (their access list names the whole tenant, them or a group of theirs); its admins see all. Every write goes through ``knowledge.services``; the pages
 read through ``knowledge.selectors``. Counts come from ``Document.chunk_count``, never from
 scanning the chunk table.
 """
@@ -17,7 +18,9 @@ from typing import Any
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django import forms
+from django.contrib.admin.helpers import ActionForm
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -27,10 +30,13 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from accounts.access import editable_tenants
+from accounts.models import Group, Role
+from accounts.selectors import group_ids_for, membership_role
 from accounts.web import TenantFilter, TenantScopedAdmin, admin_time, admin_time_texts
 from knowledge import rag
 from knowledge.models import CorpusStat, Document, DocumentStatus
 from knowledge.sources.models import Source
+from knowledge.services.access import AccessError, access_describe, access_principals, document_access_set, is_restricted
 from knowledge.services.documents import (
     DocumentInputError,
     document_cancel,
@@ -67,23 +73,87 @@ def actor_of(request: HttpRequest) -> str:
     return request.user.get_username()
 
 
+def readable_by_staff(request: HttpRequest) -> Q | None:
+    """The documents a staff user may read in the admin, once per request (None: a superuser, everything).
+
+    Per editable tenant: all of them where the user is an admin; where an editor, those whose access list
+    names the whole tenant, the user or one of their groups (read now: a membership change counts at once)."""
+    cached = getattr(request, "_quarry_readable_documents", False)
+    if cached is not False:
+        return cached
+    user = request.user
+    found: Q | None = None
+    if not user.is_superuser:
+        found = Q(pk__in=[])
+        for tenant in editable_tenants(request):
+            if membership_role(user=user, tenant=tenant) == Role.ADMIN:
+                found |= Q(tenant=tenant)
+            else:
+                found |= Q(tenant=tenant, access__overlap=rag.Reader(user.pk, group_ids_for(user=user, tenant=tenant)).principals)
+    request._quarry_readable_documents = found  # type: ignore[attr-defined]
+    return found
+
+
+def staff_reader(request: HttpRequest, tenant: Any) -> rag.Reader | None:
+    """The staff user as a reader of ``tenant`` (None: they read all of it, as its admin or a superuser)."""
+    user = request.user
+    if user.is_superuser or membership_role(user=user, tenant=tenant) == Role.ADMIN:
+        return None
+    return rag.Reader(user.pk, group_ids_for(user=user, tenant=tenant))
+
+
+class RestrictedToGroupFilter(admin.SimpleListFilter):
+    """"Restricted to group X": the documents whose access list names that group."""
+
+    title = "restricted to group"
+    parameter_name = "group"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        tenants = editable_tenants(request)
+        groups = Group.objects.filter(tenant__in=tenants).select_related("tenant").order_by("tenant__slug", "name")
+        several = len(tenants) > 1
+        return [("whole", "Whole tenant (unrestricted)")] + [
+            (str(g.pk), f"{g.tenant.slug}: {g.name}" if several else g.name) for g in groups
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == "whole":
+            return queryset.filter(access__contains=["*"])
+        if value and value.isdigit():
+            return queryset.filter(access__contains=[f"g:{int(value)}"])
+        return queryset
+
+
+class AccessActionForm(ActionForm):
+    """The fields the "set access" action reads: names, comma-separated (both empty: the whole tenant)."""
+
+    access_groups = forms.CharField(required=False, label="Groups", help_text="comma-separated")
+    access_users = forms.CharField(required=False, label="Users", help_text="comma-separated usernames")
+
+
+def _names(value: str) -> list[str]:
+    return [n.strip() for n in (value or "").split(",") if n.strip()]
+
+
 @admin.register(Document)
 class DocumentAdmin(TenantScopedAdmin):
     form = DocumentChangeForm
-    list_display = ["label", "tenant", "status_progress", "chunks", "version_cell", "model_cell", "updated"]
+    action_form = AccessActionForm
+    list_display = ["label", "tenant", "status_progress", "access_cell", "chunks", "version_cell", "model_cell", "updated"]
     list_display_links = ["label"]
-    list_filter = ["status", TenantFilter]
+    list_filter = ["status", TenantFilter, RestrictedToGroupFilter]
     list_select_related = ["tenant"]
     list_per_page = 50
     search_fields = ["external_id", "title", "source_name"]
     show_full_result_count = False  # one COUNT per page is enough
-    actions = ["reindex_selected", "cancel_selected", "retry_selected", "delete_documents"]
+    actions = ["reindex_selected", "cancel_selected", "retry_selected", "set_access", "delete_documents"]
     readonly_fields = [
-        "tenant_slug", "external_id", "status_progress", "error", "chunks_link", "embedding_model", "version", "source",
+        "access_cell", "tenant_slug", "external_id", "status_progress", "error", "chunks_link", "embedding_model", "version", "source",
         "attempts", "requested_by", "queued_at", "started_at", "finished_at", "created_at", "updated_at",
     ]
     fieldsets = [
-        (None, {"fields": ["tenant_slug", "external_id", "title", "uri", "metadata", "text", "replace_file"]}),
+        (None, {"fields": ["tenant_slug", "external_id", "access_cell", "title", "uri", "metadata", "text", "replace_file"]}),
         ("Processing", {"fields": ["status_progress", "error", "chunks_link", "embedding_model", "version", "source",
                                    "attempts", "requested_by", "queued_at", "started_at", "finished_at", "created_at", "updated_at"]}),
     ]
@@ -129,7 +199,40 @@ class DocumentAdmin(TenantScopedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # The tenant's embedding model, for "re-index needed" (one subquery, not one query per row).
-        return super().get_queryset(request).annotate(tenant_model=tenant_model_subquery())
+        queryset = super().get_queryset(request).annotate(tenant_model=tenant_model_subquery())
+        readable = readable_by_staff(request)
+        return queryset if readable is None else queryset.filter(readable)
+
+    def _allowed(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A document the editor may not read is, for them, not there (the change page 404s like a missing id).
+        if not super()._allowed(request, obj):
+            return False
+        readable = readable_by_staff(request)
+        return obj is None or readable is None or Document.objects.filter(readable, pk=obj.pk).exists()
+
+    @admin.display(description="Access")
+    def access_cell(self, obj: Document) -> str:
+        if not is_restricted(obj.access):
+            return "Whole tenant"
+        names = access_describe(tenant=obj.tenant, principals=obj.access)
+        return ", ".join([*(f"group {g}" for g in names["groups"]), *(f"user {u}" for u in names["users"])])
+
+    @admin.action(description="Set access of selected documents (groups/users below; both empty: whole tenant)")
+    def set_access(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        groups, users = _names(request.POST.get("access_groups", "")), _names(request.POST.get("access_users", ""))
+        changed = 0
+        by_tenant: dict[int, list[Document]] = {}
+        for document in queryset.select_related("tenant"):
+            by_tenant.setdefault(document.tenant_id, []).append(document)
+        for documents in by_tenant.values():
+            tenant = documents[0].tenant
+            try:
+                principals = access_principals(tenant=tenant, groups=groups, users=users)
+            except AccessError as exc:
+                self.message_user(request, f"{tenant.slug}: {exc.message}; nothing changed there.", messages.ERROR)
+                continue
+            changed += document_access_set(documents=documents, principals=principals, actor=actor_of(request))
+        self.message_user(request, f"Access changed on {changed} document(s).", messages.SUCCESS if changed else messages.INFO)
 
     def _current_model(self) -> str | None:
         return current_embedding_model()
@@ -362,7 +465,7 @@ class DocumentAdmin(TenantScopedAdmin):
             try:
                 found = chunk_search(
                     tenant=data["tenant"], query=data["query"], mode=data["mode"], limit=data["limit"],
-                    filters=data["filters"], min_score=data["min_score"],
+                    filters=data["filters"], min_score=data["min_score"], reader=staff_reader(request, data["tenant"]),
                 )
             except (rag.RAGValidationError, rag.RAGTypeError) as exc:
                 field = exc.field.split(".", 1)[0]

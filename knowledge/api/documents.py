@@ -1,4 +1,7 @@
-"""Documents: synchronous ingest, background uploads, status, list and delete (readers read, editors write)."""
+"""Documents: synchronous ingest, background uploads, status, list, access and delete (readers read, editors write).
+
+A document the caller may not read (its access list names neither them nor a group of theirs) is a 404
+here exactly as another tenant's is, and lists leave it out (issue 34)."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +16,8 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from accounts.access import get_for_tenant, resolve_tenant_context
+from accounts.access import TenantContext, resolve_tenant_context
+from accounts.models import Role
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from common import replicas
 from common.parsers import BoundedJSONField
@@ -33,9 +37,11 @@ from knowledge.api.fields import (
 )
 from knowledge.models import API_STATUSES, CANCELLED_PHASES, Document
 from knowledge.rag import limits
-from knowledge.selectors import document_list
+from knowledge.selectors import document_get, document_list
+from knowledge.services.access import AccessError, access_describe, access_from_input, document_access_set
 from knowledge.services.documents import (
     DocumentInputError,
+    DocumentNotReadable,
     document_delete_many,
     document_ingest,
     document_upload_create,
@@ -47,6 +53,27 @@ MAX_OFFSET = 1_000_000_000
 
 
 # --- Documents: synchronous ingest, background uploads, status, delete -----------------------------
+
+
+ACCESS_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "groups": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 64}, "maxItems": 100},
+        "users": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 150}, "maxItems": 100},
+    },
+    "description": "Who may read the documents: groups (POST /v1/groups) and usernames of the tenant's members; "
+                   "both empty or omitted: the whole tenant. Tenant admins read everything. An unknown group or user is a 400 naming it.",
+}
+
+
+@extend_schema_field(ACCESS_SCHEMA)
+class AccessField(serializers.JSONField):
+    """An access list ``{"groups": [...], "users": [...]}``; checked against the tenant by the view."""
+
+
+class AccessOutputSerializer(serializers.Serializer):
+    groups = serializers.ListField(child=serializers.CharField())
+    users = serializers.ListField(child=serializers.CharField())
 
 
 class CancelledSerializer(serializers.Serializer):
@@ -70,15 +97,48 @@ class DocumentSerializer(serializers.Serializer):
     chunk_count = serializers.IntegerField(help_text="Chunks currently searchable (the last version that landed).")
     metadata = MetadataField()
     updated_at = serializers.DateTimeField()
+    access = AccessOutputSerializer(required=False, help_text=(
+        "Who may read it: groups and users of the tenant (both empty: the whole tenant). Shown to those who may "
+        "change it (editors and admins); a deleted group shows as #<id> and still restricts."))
 
 
-def document_json(document: Document) -> dict[str, Any]:
-    return {
+def document_json(document: Document, ctx: TenantContext | None = None) -> dict[str, Any]:
+    """The document as the API shows it; with ``ctx`` of an editor (who may change it), its access list too."""
+    out: dict[str, Any] = {
         "id": document.external_id, "title": document.title, "uri": document.uri, "status": document.api_status,
         "progress": document.progress, "error": document.error,
         "cancelled": {"phase": document.phase or None} if document.cancelled else None,
         "chunk_count": document.chunk_count, "metadata": document.metadata, "updated_at": document.updated_at,
     }
+    if ctx is not None and ctx.has_role(Role.EDITOR):
+        out["access"] = access_describe(tenant=ctx.tenant, principals=document.access)
+    return out
+
+
+def readable_document(ctx: TenantContext, document_id: str) -> Document:
+    """THE lookup of a document by id for an API caller: 404 for another tenant's and for one the caller may not read."""
+    document = document_get(tenant=ctx.tenant, external_id=document_id_in_url(document_id), reader=rag.reader_of(ctx))
+    if document is None:
+        raise exceptions.NotFound()
+    return document
+
+
+def access_input(ctx: TenantContext, value: object, field: str = "access") -> list[str] | None:
+    """An access list of the request as principals (None: not given); a 400 naming unknown groups or users."""
+    try:
+        return access_from_input(tenant=ctx.tenant, value=value)
+    except AccessError as exc:
+        raise exceptions.ValidationError({field: [exc.message]}) from None
+
+
+def refuse_unreadable_ids(ctx: TenantContext, document_ids: list[str]) -> None:
+    """A write that would replace a document the caller may not read is refused as a 404, as reading it is."""
+    reader = rag.reader_of(ctx)
+    if reader is None or not document_ids:
+        return
+    existing = Document.objects.for_tenant(ctx.tenant.pk).filter(external_id__in=document_ids)
+    if existing.exclude(pk__in=existing.readable_by(reader.principals).values("pk")).exists():
+        raise exceptions.NotFound()
 
 
 def _input_error(exc: DocumentInputError) -> exceptions.ValidationError:
@@ -109,6 +169,7 @@ class DocumentIngestInputSerializer(ClosedSerializer):
 
     # Items are validated one by one in the view, so errors read "documents[3].text" like the RAG API's own.
     documents = serializers.ListField(allow_empty=False, min_length=1, max_length=limits.MAX_DOCUMENTS_PER_INGEST)
+    access = AccessField(required=False)
     tenant = TenantField()
 
 
@@ -120,6 +181,8 @@ class DocumentIngestSchemaSerializer(ClosedSerializer):
     documents = DocumentInputSerializer(many=True, allow_empty=False, min_length=1, max_length=limits.MAX_DOCUMENTS_PER_INGEST, help_text=(
         f"1 to {limits.MAX_DOCUMENTS_PER_INGEST} documents with distinct ids; at most {limits.MAX_CHARS_PER_INGEST:,} "
         f"characters and {limits.MAX_CHUNKS_PER_INGEST:,} chunks in all."))
+    access = AccessField(required=False, help_text="Applies to every document of the request; omitted: each keeps its own "
+                                                   "(a new one: the whole tenant).")
     tenant = TenantField()
 
 
@@ -156,9 +219,10 @@ class DocumentListApi(_ReadOrEdit):
         query = DocumentListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         v = query.validated_data
+        reader = rag.reader_of(ctx)  # the caller's groups, read on the primary: a membership change holds at once
 
         def read(_alias: str) -> tuple[int, list[Any]]:
-            documents = document_list(tenant=ctx.tenant, status=v.get("status"))
+            documents = document_list(tenant=ctx.tenant, status=v.get("status"), reader=reader)
             return documents.count(), list(documents[v["offset"] : v["offset"] + v["limit"]])
 
         # A list may lag the primary by the replica bound; a caller that just wrote reads the primary.
@@ -169,7 +233,7 @@ class DocumentListApi(_ReadOrEdit):
             "count": count,
             "next": replace_query_param(url, "offset", following) if following < count else None,
             "previous": replace_query_param(url, "offset", max(0, v["offset"] - v["limit"])) if v["offset"] else None,
-            "documents": [document_json(d) for d in page],
+            "documents": [document_json(d, ctx) for d in page],
         })
 
     @extend_schema(
@@ -198,8 +262,10 @@ class DocumentListApi(_ReadOrEdit):
                 # "documents[<id>].text" and "title" alike become "documents[<index>].<field>".
                 leaf = exc.field.split("].", 1)[1] if exc.field.startswith("documents[") else exc.field
                 raise exceptions.ValidationError({f"documents[{index}].{leaf}": [exc.message]}) from None
+        access = access_input(ctx, data.validated_data.get("access"))
+        refuse_unreadable_ids(ctx, [d.id for d in documents])
         try:
-            chunks = document_ingest(tenant=ctx.tenant, documents=documents, actor=ctx.actor)
+            chunks = document_ingest(tenant=ctx.tenant, documents=documents, actor=ctx.actor, access=access)
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
         return Response({"chunks": chunks, "document_ids": [d.id for d in documents]})
@@ -211,6 +277,11 @@ class DocumentListApi(_ReadOrEdit):
 })
 class MetadataJSONField(BoundedJSONField):
     """The metadata part of an upload: JSON text, parsed with the JSON bounds."""
+
+
+@extend_schema_field({**ACCESS_SCHEMA, "description": "JSON text (a part of type application/json): " + str(ACCESS_SCHEMA["description"])})
+class AccessJSONField(BoundedJSONField):
+    """The access part of an upload: JSON text ``{"groups": [...], "users": [...]}``, applied to every file."""
 
 
 @extend_schema_field(string_schema(limits.DOCUMENT_ID_PATTERN, 200))
@@ -243,6 +314,7 @@ class DocumentUploadInputSerializer(ClosedSerializer):
     metadata = MetadataJSONField(required=False)
     title = UploadTitleField(required=False, allow_blank=True, default="", help_text="Single file only; default: from the file.")
     uri = UploadUriField(required=False, allow_blank=True, default="", help_text="Single file only.")
+    access = AccessJSONField(required=False)
     tenant = TenantField()
 
 
@@ -273,13 +345,19 @@ class DocumentUploadApi(APIView):
         data = DocumentUploadInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        access = access_input(ctx, v.get("access"))
+        refuse_unreadable_ids(ctx, list(v.get("ids") or []))
+        reader = rag.reader_of(ctx)
         try:
             documents = document_upload_create(
                 tenant=ctx.tenant, files=v["files"], actor=ctx.actor, document_ids=v.get("ids") or None,
-                title=v["title"], uri=v["uri"], metadata=v.get("metadata"),
+                title=v["title"], uri=v["uri"], metadata=v.get("metadata"), access=access,
+                readable=None if reader is None else reader.principals,
             )
         except DocumentInputError as exc:
             raise _input_error(exc) from None
+        except DocumentNotReadable:
+            raise exceptions.NotFound() from None
         return Response({"document_ids": [d.external_id for d in documents]}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -294,19 +372,37 @@ TENANT_PARAMETER = OpenApiParameter(
 )
 
 
+class DocumentPatchSerializer(ClosedSerializer):
+    access = AccessField(help_text="The new access list; takes effect for the next request (nothing is re-extracted or re-embedded).")
+    tenant = TenantField()
+
+
 class DocumentDetailApi(_ReadOrEdit):
     @extend_schema(operation_id="documents_retrieve", parameters=[DOCUMENT_ID_PARAMETER, TENANT_PARAMETER],
                    responses={200: DocumentSerializer}, summary="One document's status and progress")
     def get(self, request: Request, document_id: str) -> Response:
         ctx = resolve_tenant_context(request)
-        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id_in_url(document_id))
-        return Response(document_json(document))
+        return Response(document_json(readable_document(ctx, document_id), ctx))
+
+    @extend_schema(operation_id="documents_partial_update", parameters=[DOCUMENT_ID_PARAMETER, TENANT_PARAMETER],
+                   request=DocumentPatchSerializer, responses={200: DocumentSerializer},
+                   summary="Change who may read a document (editor); its chunks follow in the same transaction")
+    def patch(self, request: Request, document_id: str) -> Response:
+        ctx = resolve_tenant_context(request)
+        document = readable_document(ctx, document_id)
+        data = DocumentPatchSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        access = access_input(ctx, data.validated_data["access"])
+        if access is None:
+            raise exceptions.ValidationError({"access": ['must be an object {"groups": [...], "users": [...]}, not null']})
+        document_access_set(documents=[document], principals=access, actor=ctx.actor)
+        document.refresh_from_db()
+        return Response(document_json(document, ctx))
 
     @extend_schema(operation_id="documents_destroy", parameters=[DOCUMENT_ID_PARAMETER, TENANT_PARAMETER],
                    responses={204: None}, summary="Delete a document and its chunks (editor; audited)")
     def delete(self, request: Request, document_id: str) -> Response:
         ctx = resolve_tenant_context(request)
-        document = get_for_tenant(Document.objects.all(), tenant=ctx.tenant, external_id=document_id_in_url(document_id))
-        document_delete_many(documents=[document], actor=ctx.actor)
+        document_delete_many(documents=[readable_document(ctx, document_id)], actor=ctx.actor)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

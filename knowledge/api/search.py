@@ -143,11 +143,13 @@ class SearchApi(APIView):
         reranked: rag.Reranked | None = None
         # Sign-in, throttle and tenant are read: give the pooled connection back while the query is
         # embedded (CPU, the longest step under load); the search takes one again for its SQL.
+        reader = rag.reader_of(ctx)  # the caller's groups, read now: before the connection goes back
         release_connection()
         try:
             if v["graph_search"]:
                 result = chunk_graph_search(tenant=ctx.tenant, query=v["query"], limit=v["limit"], filters=v["filters"],
-                                            min_score=v["min_score"], fusion=v.get("fusion"), fusion_weight=v.get("fusion_weight"))
+                                            min_score=v["min_score"], fusion=v.get("fusion"), fusion_weight=v.get("fusion_weight"),
+                                            reader=reader)
                 hits = result.hits
                 graph = {
                     "used": bool(result.leg.entities),
@@ -162,7 +164,7 @@ class SearchApi(APIView):
                 hits = chunk_search(tenant=ctx.tenant, query=v["query"], mode=v["mode"],
                                     limit=rag.rerank_depth(v["limit"]) if reranking else v["limit"],
                                     filters=v["filters"], min_score=v["min_score"], fusion=v["fusion"],
-                                    fusion_weight=v["fusion_weight"])
+                                    fusion_weight=v["fusion_weight"], reader=reader)
                 if reranking:
                     reranked = chunk_rerank(query=v["query"], hits=hits, limit=v["limit"])
                     hits = reranked.hits
@@ -231,7 +233,8 @@ class GraphPictureApi(APIView):
         data = GraphPictureInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            picture = graph_picture(tenant=ctx.tenant, chunk_ids=data.validated_data["ids"], expand=data.validated_data["expand"])
+            picture = graph_picture(tenant=ctx.tenant, chunk_ids=data.validated_data["ids"], expand=data.validated_data["expand"],
+                                    reader=rag.reader_of(ctx))
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
         return Response(picture.as_json())
@@ -245,7 +248,7 @@ class ChunkFetchInputSerializer(ClosedSerializer):
 
 
 class ChunkFetchOutputSerializer(serializers.Serializer):
-    chunks = ChunkSerializer(many=True, help_text="In the order asked for; ids that do not exist (here) are left out.")
+    chunks = ChunkSerializer(many=True, help_text="In the order asked for; ids that do not exist (here), or that the caller may not read, are left out alike.")
 
 
 class ChunkFetchApi(APIView):
@@ -258,7 +261,7 @@ class ChunkFetchApi(APIView):
         data = ChunkFetchInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            chunks = chunk_fetch(tenant=ctx.tenant, ids=data.validated_data["ids"])
+            chunks = chunk_fetch(tenant=ctx.tenant, ids=data.validated_data["ids"], reader=rag.reader_of(ctx))
         except rag.RAGError as exc:
             raise rag_error_to_api(exc) from None
         return Response({"chunks": [chunk_json(c) for c in chunks]})

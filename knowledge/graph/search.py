@@ -143,20 +143,36 @@ def query_names(text: str) -> list[tuple[str, int, int]]:
     return list(found.values())
 
 
-def named_entities(cursor: Any, tenant_id: int, text: str) -> list[tuple[int, str, str, str]]:
-    """The tenant's entities the query names, longest first, none inside a longer one: ``(id, key, name, type)``."""
+def readable_entity_sql(readable: Sequence[str] | None, entity: str = "knowledge_entity.id") -> tuple[str, list[object]]:
+    """``AND`` an entity (the column ``entity``) is mentioned in a chunk whose access list names one of
+    ``readable`` (a reader's principals; None: trusted code, no test), with its positional parameter.
+    An entity known only from chunks the reader may not read does not exist for them (issue 34)."""
+    if readable is None:
+        return "", []
+    return (
+        " AND EXISTS (SELECT 1 FROM knowledge_mention rm JOIN knowledge_chunk rc ON rc.id = rm.chunk_id "
+        f"WHERE rm.entity_id = {entity} AND rc.access && %s::varchar[])",
+        [list(readable)],
+    )
+
+
+def named_entities(cursor: Any, tenant_id: int, text: str, readable: Sequence[str] | None = None) -> list[tuple[int, str, str, str]]:
+    """The tenant's entities the query names, longest first, none inside a longer one: ``(id, key, name, type)``
+    (``readable``: only those the reader knows of, see ``readable_entity_sql``)."""
     names = query_names(text)
-    return _named_entities(cursor, tenant_id, names)[0] if names else []
+    return _named_entities(cursor, tenant_id, names, readable)[0] if names else []
 
 
-def _named_entities(cursor: Any, tenant_id: int, names: list[tuple[str, int, int]]) -> tuple[list[tuple[int, str, str, str]], bool]:
+def _named_entities(cursor: Any, tenant_id: int, names: list[tuple[str, int, int]],
+                    readable: Sequence[str] | None = None) -> tuple[list[tuple[int, str, str, str]], bool]:
     """``named_entities`` of a query's ``query_names`` and whether the tenant has a graph at all, in one round trip."""
     # A row of NULLs follows the named entities when the tenant holds any entity: one statement
     # instead of two, which at the graph leg's size is a measurable share of its time.
+    known, known_params = readable_entity_sql(readable)
     cursor.execute(
-        "SELECT id, normalized, name, type FROM knowledge_entity WHERE tenant_id = %s AND normalized = ANY(%s) "
+        f"SELECT id, normalized, name, type FROM knowledge_entity WHERE tenant_id = %s AND normalized = ANY(%s) {known} "
         "UNION ALL (SELECT NULL, NULL, NULL, NULL FROM knowledge_entity WHERE tenant_id = %s LIMIT 1)",
-        [tenant_id, [key for key, _, _ in names], tenant_id],
+        [tenant_id, [key for key, _, _ in names], *known_params, tenant_id],
     )
     found = cursor.fetchall()
     rows = {key: (entity_id, key, name, kind) for entity_id, key, name, kind in found if entity_id is not None}
@@ -194,8 +210,10 @@ def _to_chunks(entities: str) -> str:
     """
 
 
-def graph_leg_sql(where: str, *, hops: int, dimension: int | None, has_vector: bool) -> str:
-    """The graph leg as one statement (``where``: extra conditions on alias ``c``, named parameters)."""
+def graph_leg_sql(where: str, *, hops: int, dimension: int | None, has_vector: bool, restricted: bool = False) -> str:
+    """The graph leg as one statement (``where``: extra conditions on alias ``c``, named parameters;
+    ``restricted``: a reader's, whose principals ``%(readable)s`` also bound the relations it follows)."""
+    stated = " AND EXISTS (SELECT 1 FROM knowledge_chunk rc WHERE rc.id = r.chunk_id AND rc.access && %(readable)s::varchar[])" if restricted else ""
     pruned = "e.chunk_count <= greatest(%(max_share)s * corpus.n, %(min_pruned)s)"
     out_weight = "(CASE WHEN m.extractor IN ('title', 'heading') THEN m.weight * %(self_weight)s ELSE m.weight END)"
     # IDF scaled to 0..1 (1 for an entity of one chunk), so activation only decays along a path.
@@ -243,10 +261,10 @@ ent1 AS MATERIALIZED (
         JOIN knowledge_entity ne ON ne.id = n.id CROSS JOIN corpus
         CROSS JOIN LATERAL (
             (SELECT r.object_id AS other, r.weight FROM knowledge_relation r
-             WHERE r.tenant_id = %(tenant)s AND r.subject_id = n.id ORDER BY r.weight DESC, r.object_id LIMIT %(per_entity)s)
+             WHERE r.tenant_id = %(tenant)s AND r.subject_id = n.id{stated} ORDER BY r.weight DESC, r.object_id LIMIT %(per_entity)s)
             UNION ALL
             (SELECT r.subject_id, r.weight FROM knowledge_relation r
-             WHERE r.tenant_id = %(tenant)s AND r.object_id = n.id ORDER BY r.weight DESC, r.subject_id LIMIT %(per_entity)s)
+             WHERE r.tenant_id = %(tenant)s AND r.object_id = n.id{stated} ORDER BY r.weight DESC, r.subject_id LIMIT %(per_entity)s)
         ) rel
         WHERE ne.chunk_count <= greatest(%(max_share)s * corpus.n, %(min_pruned)s)  -- a pruned name leads nowhere
     ) a
@@ -293,9 +311,14 @@ LIMIT %(candidates)s"""
 def graph_leg(
     cursor: Any, *, tenant_id: int, text: str, seeds: Sequence[str], params: GraphParams, where: str,
     where_params: dict[str, Any], vector: Sequence[float] | None, model: str, dimension: int | None,
+    readable: Sequence[str] | None = None,
 ) -> GraphLeg:
-    """Run the graph leg for a query whose hybrid hits, best first, are ``seeds`` (chunk ids)."""
-    named, has_graph = _named_entities(cursor, tenant_id, query_names(text))
+    """Run the graph leg for a query whose hybrid hits, best first, are ``seeds`` (chunk ids).
+
+    ``readable``: the reader's principals (None: trusted code). Then ``where`` holds the same access test
+    (``plan.where``), and the named entities, the relations followed and the diagnostics are bounded by
+    it too: nothing of the leg comes from a chunk the reader may not read."""
+    named, has_graph = _named_entities(cursor, tenant_id, query_names(text), readable)
     if not has_graph:
         return GraphLeg()
     top = list(seeds)[: params.seeds]
@@ -312,28 +335,34 @@ def graph_leg(
         # pgvector's cast reads the text form; plain SQL the float8[] (send only the one used).
         query.update(dim=len(vector), **({"vec_text": "[" + ",".join(map(repr, vector)) + "]"} if dimension is not None
                                          else {"vec": list(vector)}))
-    cursor.execute(graph_leg_sql(where, hops=params.hops, dimension=dimension, has_vector=vector is not None), query)
+    if readable is not None:
+        query["readable"] = list(readable)
+    cursor.execute(graph_leg_sql(where, hops=params.hops, dimension=dimension, has_vector=vector is not None,
+                                 restricted=readable is not None), query)
     rows = cursor.fetchall()
     candidates = tuple(
         GraphCandidate(chunk_id, float(score), (first,) if second is None else (first, second))
         for chunk_id, score, first, second, _, _ in rows
     )
     path_ids = sorted({entity_id for *_, p1, p2 in rows for entity_id in (p1, p2) if entity_id is not None})
-    nodes, relations = _diagnostics(cursor, tenant_id, path_ids)
+    nodes, relations = _diagnostics(cursor, tenant_id, path_ids, readable=readable)
     return GraphLeg(
         candidates=candidates, named=tuple(GraphNode(name, kind) for _, _, name, kind in named),
         nodes=nodes, relations=relations, entities=1,
     )
 
 
-def _diagnostics(cursor: Any, tenant_id: int, entity_ids: Sequence[int], limit: int = 20) -> tuple[tuple[GraphNode, ...], tuple[GraphRelation, ...]]:
-    """The entities on the leg's paths and the relations among them (at most ``limit`` each)."""
+def _diagnostics(cursor: Any, tenant_id: int, entity_ids: Sequence[int], limit: int = 20,
+                 readable: Sequence[str] | None = None) -> tuple[tuple[GraphNode, ...], tuple[GraphRelation, ...]]:
+    """The entities on the leg's paths and the relations among them (at most ``limit`` each; ``readable``:
+    only relations stated in chunks the reader may read)."""
     if not entity_ids:
         return (), ()
     ids = list(entity_ids)
+    stated = " AND c.access && %(readable)s::varchar[]" if readable is not None else ""
     # Both lists in one statement (one round trip), each as a JSON array of rows in its order.
     cursor.execute(
-        """
+        f"""
         SELECT
             (SELECT coalesce(json_agg(json_build_array(n.name, n.type) ORDER BY n.chunk_count, n.id), '[]')
              FROM (SELECT id, name, type, chunk_count FROM knowledge_entity
@@ -343,11 +372,11 @@ def _diagnostics(cursor: Any, tenant_id: int, entity_ids: Sequence[int], limit: 
                    FROM knowledge_relation r
                    JOIN knowledge_entity s ON s.id = r.subject_id JOIN knowledge_entity o ON o.id = r.object_id
                    JOIN knowledge_chunk c ON c.id = r.chunk_id
-                   WHERE r.tenant_id = %(tenant)s AND r.subject_id = ANY(%(ids)s) AND r.object_id = ANY(%(ids)s)
+                   WHERE r.tenant_id = %(tenant)s AND r.subject_id = ANY(%(ids)s) AND r.object_id = ANY(%(ids)s){stated}
                    ORDER BY r.weight DESC, c.chunk_id
                    LIMIT %(limit)s) x)
         """,
-        {"tenant": tenant_id, "ids": ids, "limit": limit},
+        {"tenant": tenant_id, "ids": ids, "limit": limit, **({"readable": list(readable)} if readable is not None else {})},
     )
     nodes_json, relations_json = cursor.fetchone()
     nodes = tuple(GraphNode(*row) for row in _json_rows(nodes_json))
@@ -361,7 +390,7 @@ def _json_rows(value: Any) -> list[list[Any]]:
 
 def graph_triplets(
     cursor: Any, *, tenant_id: int, text: str, seeds: Sequence[str], limit: int, where: str, where_params: dict[str, Any],
-    params: GraphParams,
+    params: GraphParams, readable: Sequence[str] | None = None,
 ) -> list[Triplet]:
     """Relations relevant to a question: those of the entities it names and of its top hits' entities.
 
@@ -370,7 +399,7 @@ def graph_triplets(
     Each relevant entity contributes its 200 strongest relations from each end (ties by the other
     end, the order of its indexes): a hub's relations are cut by weight, never by where rows lie.
     """
-    named = named_entities(cursor, tenant_id, text)
+    named = named_entities(cursor, tenant_id, text, readable)  # ``where`` bounds the relations' chunks
     top = list(seeds)[: params.seeds]
     query: dict[str, Any] = {
         "tenant": tenant_id, "named": [row[0] for row in named], "named_weight": 2.0 * params.named_weight,
@@ -429,30 +458,38 @@ def graph_triplets(
             for sn, st, predicate, on, ot, chunk_id, score in cursor.fetchall()]
 
 
-def entity_lookup(cursor: Any, tenant_id: int, name: str) -> tuple[int, str, str, int] | None:
-    """The entity called ``name`` (by its key; else the most mentioned one whose key starts with it)."""
+def entity_lookup(cursor: Any, tenant_id: int, name: str, readable: Sequence[str] | None = None) -> tuple[int, str, str, int] | None:
+    """The entity called ``name`` (by its key; else the most mentioned one whose key starts with it), among
+    those the reader knows of (``readable``, see ``readable_entity_sql``)."""
     key = normalize(name)
     if not key:
         return None
+    known, known_params = readable_entity_sql(readable)
     cursor.execute(
-        "SELECT id, name, type, chunk_count FROM knowledge_entity WHERE tenant_id = %s AND normalized = %s", [tenant_id, key]
+        f"SELECT id, name, type, chunk_count FROM knowledge_entity WHERE tenant_id = %s AND normalized = %s {known}",
+        [tenant_id, key, *known_params],
     )
     row = cursor.fetchone()
     if row is None:
         pattern = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         cursor.execute(
-            "SELECT id, name, type, chunk_count FROM knowledge_entity WHERE tenant_id = %s AND normalized LIKE %s "
+            f"SELECT id, name, type, chunk_count FROM knowledge_entity WHERE tenant_id = %s AND normalized LIKE %s {known} "
             "ORDER BY chunk_count DESC, id LIMIT 1",
-            [tenant_id, pattern],
+            [tenant_id, pattern, *known_params],
         )
         row = cursor.fetchone()
     return row
 
 
-def graph_neighbors(cursor: Any, *, tenant_id: int, name: str, limit: int, where: str = "", where_params: dict[str, Any] | None = None) -> Neighborhood:
+def graph_neighbors(cursor: Any, *, tenant_id: int, name: str, limit: int, where: str = "", where_params: dict[str, Any] | None = None,
+                    readable: Sequence[str] | None = None) -> Neighborhood:
     """An entity's neighbours through the relations its chunks state, strongest first, each with the linking chunks
-    (from its 2,000 strongest relations at each end)."""
-    found = entity_lookup(cursor, tenant_id, name)
+    (from its 2,000 strongest relations at each end). ``readable``: a reader's principals; then only what
+    chunks they may read state (the entity itself included)."""
+    if readable is not None:
+        where = f"{where} AND c.access && %(readable)s::varchar[]"
+        where_params = {**(where_params or {}), "readable": list(readable)}
+    found = entity_lookup(cursor, tenant_id, name, readable)
     if found is None:
         return Neighborhood(None)
     entity_id, entity_name, entity_type, _ = found
@@ -489,7 +526,8 @@ def graph_neighbors(cursor: Any, *, tenant_id: int, name: str, limit: int, where
     return Neighborhood(GraphNode(entity_name, entity_type), about, neighbors)
 
 
-def graph_picture(cursor: Any, *, tenant_id: int, chunk_ids: Sequence[str], expand: bool, limit: int = 8) -> Picture:
+def graph_picture(cursor: Any, *, tenant_id: int, chunk_ids: Sequence[str], expand: bool, limit: int = 8,
+                  readable: Sequence[str] | None = None) -> Picture:
     """How ``chunk_ids`` connect through the entities they mention.
 
     Without ``expand`` (a set of cited passages): the entities two or more of them mention.
@@ -499,15 +537,18 @@ def graph_picture(cursor: Any, *, tenant_id: int, chunk_ids: Sequence[str], expa
     ids = list(dict.fromkeys(chunk_ids))
     if not ids:
         return Picture()
+    # A reader's picture holds only chunks they may read (unreadable ids are omitted as unknown ones).
+    visible = " AND c.access && %s::varchar[]" if readable is not None else ""
+    visible_params: list[object] = [list(readable)] if readable is not None else []
     cursor.execute(
-        """
+        f"""
         SELECT c.chunk_id, e.id, e.name, e.type, e.chunk_count, m.weight
         FROM knowledge_chunk c
         JOIN knowledge_mention m ON m.tenant_id = c.tenant_id AND m.chunk_id = c.id
         JOIN knowledge_entity e ON e.id = m.entity_id
-        WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s)
+        WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s){visible}
         """,
-        [tenant_id, ids],
+        [tenant_id, ids, *visible_params],
     )
     rows = cursor.fetchall()
     by_entity: dict[int, tuple[GraphNode, int, set[str]]] = {}
@@ -527,17 +568,16 @@ def graph_picture(cursor: Any, *, tenant_id: int, chunk_ids: Sequence[str], expa
         ranked = sorted(by_entity.items(), key=lambda e: (e[1][1], e[1][0].name))[:limit]
         if ranked:
             cursor.execute(
-                """
-                SELECT x.entity_id, c.chunk_id FROM unnest(%s::bigint[]) AS e(id)
+                f"""
+                SELECT x.entity_id, x.chunk_id FROM unnest(%s::bigint[]) AS e(id)
                 CROSS JOIN LATERAL (
-                    SELECT m.entity_id, m.chunk_id FROM knowledge_mention m
+                    SELECT m.entity_id, c.chunk_id FROM knowledge_mention m JOIN knowledge_chunk c ON c.id = m.chunk_id
                     WHERE m.tenant_id = %s AND m.entity_id = e.id AND NOT m.chunk_id = ANY(
-                        SELECT id FROM knowledge_chunk WHERE tenant_id = %s AND chunk_id = ANY(%s))
+                        SELECT id FROM knowledge_chunk WHERE tenant_id = %s AND chunk_id = ANY(%s)){visible}
                     ORDER BY m.weight DESC, m.chunk_id LIMIT 3
                 ) x
-                JOIN knowledge_chunk c ON c.id = x.chunk_id
                 """,
-                [[entity_id for entity_id, _ in ranked], tenant_id, tenant_id, ids],
+                [[entity_id for entity_id, _ in ranked], tenant_id, tenant_id, ids, *visible_params],
             )
             others = cursor.fetchall()
             for entity_id, (node, _, chunks) in ranked:
@@ -549,8 +589,8 @@ def graph_picture(cursor: Any, *, tenant_id: int, chunk_ids: Sequence[str], expa
                 links.append((chunk_id, entity_id))
     cursor.execute(
         "SELECT c.chunk_id, d.external_id, c.title FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
-        "WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s)",
-        [tenant_id, passages],
+        f"WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s){visible}",
+        [tenant_id, passages, *visible_params],
     )
     found = {chunk_id: (chunk_id, document_id, title or document_id) for chunk_id, document_id, title in cursor.fetchall()}
     return Picture(

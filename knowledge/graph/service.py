@@ -23,7 +23,7 @@ from knowledge.rag.backends.postgres import sql as q
 from knowledge.rag.backends.postgres.facade import PostgresBackend
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id
 from knowledge.rag.graph_types import GraphLeg, Neighborhood, Picture, Triplet
-from knowledge.rag.types import Fusion, GraphSearchResult, RAGHit, RAGQuery
+from knowledge.rag.types import Fusion, GraphSearchResult, RAGHit, RAGQuery, Reader
 
 
 class PostgresGraphReads:
@@ -45,19 +45,23 @@ class PostgresGraphReads:
         """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
         return await sync_to_async(lambda: graph_triplets(backend, query, _tenant_id(backend, query)), thread_sensitive=True)()
 
-    async def neighbors(self, backend: PostgresBackend, namespace: str, entity: str, *, limit: int) -> Neighborhood:
-        """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
-        return await sync_to_async(self._neighbors, thread_sensitive=True)(backend, namespace, entity, limit)
+    async def neighbors(self, backend: PostgresBackend, namespace: str, entity: str, *, limit: int,
+                        reader: Reader | None = None) -> Neighborhood:
+        """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours
+        (``reader``: as far as chunks they may read tell)."""
+        return await sync_to_async(self._neighbors, thread_sensitive=True)(backend, namespace, entity, limit, reader)
 
-    def _neighbors(self, backend: PostgresBackend, namespace: str, entity: str, limit: int) -> Neighborhood:
-        return graph_neighbors(backend, find_tenant_id(backend.using, namespace), entity, limit)
+    def _neighbors(self, backend: PostgresBackend, namespace: str, entity: str, limit: int, reader: Reader | None) -> Neighborhood:
+        return graph_neighbors(backend, find_tenant_id(backend.using, namespace), entity, limit, reader=reader)
 
-    async def picture(self, backend: PostgresBackend, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
-        """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
-        return await sync_to_async(self._picture, thread_sensitive=True)(backend, namespace, chunk_ids, expand)
+    async def picture(self, backend: PostgresBackend, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False,
+                      reader: Reader | None = None) -> Picture:
+        """How these chunks connect through entities (``expand``: and to other documents' chunks; ``reader``:
+        only chunks they may read)."""
+        return await sync_to_async(self._picture, thread_sensitive=True)(backend, namespace, chunk_ids, expand, reader)
 
-    def _picture(self, backend: PostgresBackend, namespace: str, chunk_ids: Sequence[str], expand: bool) -> Picture:
-        return graph_picture(backend, find_tenant_id(backend.using, namespace), chunk_ids, expand)
+    def _picture(self, backend: PostgresBackend, namespace: str, chunk_ids: Sequence[str], expand: bool, reader: Reader | None) -> Picture:
+        return graph_picture(backend, find_tenant_id(backend.using, namespace), chunk_ids, expand, reader=reader)
 
 
 def _tenant_id(backend: PostgresBackend, query: RAGQuery) -> int | None:
@@ -85,6 +89,7 @@ def graph_search(backend: PostgresBackend, query: RAGQuery, tenant_id: int | Non
         leg = graph_sql.graph_leg(
             cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in hybrid], params=tuned,
             where=clauses, where_params=params, vector=query.vector, model=query.embedding_model or "", dimension=dimension,
+            readable=_readable(query.reader),
         )
         known = {h.chunk.chunk_id: h for h in hybrid}
         by_rrf = query.fusion is Fusion.RRF
@@ -114,11 +119,13 @@ def graph_search(backend: PostgresBackend, query: RAGQuery, tenant_id: int | Non
 
 def _rows_by_id(cursor: Any, tenant_id: int, chunk_ids: list[str], query: RAGQuery, dimension: int | None) -> dict[str, RAGHit]:
     """Hits for chunks only the graph leg found (no keyword score; their cosine similarity when there is a vector)."""
-    params: dict[str, Any] = {"tenant": tenant_id, "ids": chunk_ids, "model": query.embedding_model or "", **plan.vector_params(query)}
+    access, access_params = q.access_sql(query.reader)
+    params: dict[str, Any] = {"tenant": tenant_id, "ids": chunk_ids, "model": query.embedding_model or "", **plan.vector_params(query),
+                              **access_params}
     similarity = graph_sql.similarity_sql(dimension, query.vector is not None) if query.vector is not None else "NULL::float8"
     cursor.execute(
         f"SELECT {q.CHUNK_COLUMNS}, {similarity} AS sim FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
-        "WHERE c.tenant_id = %(tenant)s AND c.chunk_id = ANY(%(ids)s)",
+        f"WHERE c.tenant_id = %(tenant)s AND c.chunk_id = ANY(%(ids)s) {access}",
         params,
     )
     out = {}
@@ -138,21 +145,27 @@ def graph_triplets(backend: PostgresBackend, query: RAGQuery, tenant_id: int | N
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
         return graph_sql.graph_triplets(
             cursor, tenant_id=tenant_id, text=query.text, seeds=[h.chunk.chunk_id for h in seeds], limit=query.limit,
-            where=clauses, where_params=params, params=tuned,
+            where=clauses, where_params=params, params=tuned, readable=_readable(query.reader),
         )
 
 
-def graph_neighbors(backend: PostgresBackend, tenant_id: int | None, entity: str, limit: int) -> Neighborhood:
+def graph_neighbors(backend: PostgresBackend, tenant_id: int | None, entity: str, limit: int, *, reader: Reader | None = None) -> Neighborhood:
     """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
     if tenant_id is None:
         return Neighborhood(None)
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
-        return graph_sql.graph_neighbors(cursor, tenant_id=tenant_id, name=entity, limit=limit)
+        return graph_sql.graph_neighbors(cursor, tenant_id=tenant_id, name=entity, limit=limit, readable=_readable(reader))
 
 
-def graph_picture(backend: PostgresBackend, tenant_id: int | None, chunk_ids: Sequence[str], expand: bool) -> Picture:
+def graph_picture(backend: PostgresBackend, tenant_id: int | None, chunk_ids: Sequence[str], expand: bool, *,
+                  reader: Reader | None = None) -> Picture:
     """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
     if tenant_id is None:
         return Picture()
     with transaction.atomic(using=backend.using), connections[backend.using].cursor() as cursor:
-        return graph_sql.graph_picture(cursor, tenant_id=tenant_id, chunk_ids=chunk_ids, expand=expand)
+        return graph_sql.graph_picture(cursor, tenant_id=tenant_id, chunk_ids=chunk_ids, expand=expand, readable=_readable(reader))
+
+
+def _readable(reader: Reader | None) -> list[str] | None:
+    """The reader's principals for the graph's SQL (None: trusted code, no access test)."""
+    return None if reader is None else reader.principals

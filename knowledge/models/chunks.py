@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import F, Func, Value
 from django.db.models.functions import Now
 
-from knowledge.models.documents import Document
+from knowledge.models.documents import Document, access_field
 from knowledge.models.text_search import DEFAULT_SEARCH_CONFIG, RegConfigField, indexed_text, title_vector
 
 
@@ -52,6 +52,9 @@ class Chunk(models.Model):
     # A large ingestion stores chunks with False and leaves that work to the background
     # indexer; until then search scores them exactly (the "backlog"), so they are found at once.
     indexed = models.BooleanField(default=False, db_default=False)
+    # Its document's access list, copied in the transaction that writes or changes it: search, fetch and
+    # the graph filter on it in the same statement (``c.access && <the reader's principals>``).
+    access = access_field()
 
     class Meta:
         constraints = [
@@ -65,6 +68,10 @@ class Chunk(models.Model):
             GinIndex(fields=["metadata"], name="chunk_metadata_gin", opclasses=["jsonb_path_ops"]),
             # The backlog: a tenant's chunks awaiting the indexer (small; empty in steady state).
             models.Index(fields=["tenant", "id"], condition=models.Q(indexed=False), name="chunk_backlog"),
+            # A reader's restricted search: candidate counts (plan._few_candidates) over access && principals.
+            GinIndex(fields=["access"], name="chunk_access_gin"),
+            # Whether a tenant restricts anything (namespaces.resolve, once per search): restricted chunks only.
+            models.Index(fields=["tenant"], condition=~models.Q(access__contains=["*"]), name="chunk_restricted"),
         ]
 
     def __str__(self) -> str:

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
 
 from knowledge.models.lifecycle import DocumentQuerySet, DocumentStatus
+
+
+# Who may read a document (issue 34): principals, "*" (the whole tenant, the default), "u:<user id>",
+# "g:<group id>" (``knowledge.rag.types``). Its chunks hold a copy (``Chunk.access``) so every search
+# filters in SQL; the two change together (``knowledge.services.access``).
+EVERYONE_ACCESS = ["*"]
+
+
+def access_field() -> ArrayField:
+    """The access list column of documents and chunks: text[], ``{*}`` unless restricted."""
+    return ArrayField(
+        models.CharField(max_length=32), default=list_everyone, db_default=Value(EVERYONE_ACCESS, output_field=ArrayField(models.CharField(max_length=32))),
+        blank=True,
+    )
+
+
+def list_everyone() -> list[str]:
+    return list(EVERYONE_ACCESS)
 
 
 class Document(models.Model):
@@ -63,6 +83,8 @@ class Document(models.Model):
     eta_at = models.DateTimeField(null=True, blank=True, default=None, db_default=None)
     # Failed because an editor cancelled it (the list says "Cancelled", not "Failed").
     cancelled = models.BooleanField(default=False, db_default=False)
+    # Who may read it ({*}: the whole tenant); copied to its chunks, which search filters on.
+    access = access_field()
 
     objects = DocumentQuerySet.as_manager()
 
@@ -80,6 +102,9 @@ class Document(models.Model):
         indexes = [
             # Admin and API lists: a tenant's documents by status, newest first.
             models.Index(fields=["tenant", "status", "-updated_at"], name="document_tenant_status"),
+            # Document lists and reads filtered by the reader's principals (access && ...), and the
+            # admin's "restricted to group X".
+            GinIndex(fields=["access"], name="document_access_gin"),
         ]
 
     def __str__(self) -> str:

@@ -58,6 +58,11 @@ class DocumentQuerySet(models.QuerySet["Document"]):
     def for_tenant(self, tenant_id: int) -> DocumentQuerySet:
         return self.filter(tenant_id=tenant_id)
 
+    def readable_by(self, principals: list[str] | None) -> DocumentQuerySet:
+        """Documents whose access list names one of ``principals`` (a reader's, ``knowledge.rag.Reader``);
+        None: every document (trusted code, tenant admins). One ``&&`` on the GIN-indexed column."""
+        return self if principals is None else self.filter(access__overlap=list(principals))
+
     def in_api_status(self, status: str) -> DocumentQuerySet:
         """Documents whose ``api_status`` is ``status`` (one of ``API_STATUSES``; failed excludes cancelled)."""
         if status == "cancelled":

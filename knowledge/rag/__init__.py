@@ -40,7 +40,9 @@ from knowledge.rag.errors import (
     RAGValidationError,
 )
 from knowledge.rag.graph_types import GraphCandidate, GraphLeg, GraphNode, GraphRelation, Neighbor, Neighborhood, Picture, Triplet
-from knowledge.rag.factory import default_embedder, graph_reads, rerank, rerank_depth, reranker, tenant_embedder, tenant_service
+from knowledge.rag.factory import (
+    default_embedder, graph_reads, reader_for_principal, reader_of, rerank, rerank_depth, reranker, tenant_embedder, tenant_service,
+)
 from knowledge.rag.reranking import RERANK_CHOICES, ColbertReranker, Reranked, RerankedHit, parse_rerank
 from knowledge.rag.types import DEFAULT_FUSION_WEIGHT
 from knowledge.rag.service import Namespace, RAGService
@@ -55,6 +57,7 @@ from knowledge.rag.types import (
     RAGDocument,
     RAGHit,
     RAGQuery,
+    Reader,
     ResolvedNamespace,
     Scalar,
     SearchMode,
@@ -65,7 +68,7 @@ __all__ = [
     "BackendContractError", "CapacityError", "Chunker", "ConfigurationError", "DocumentStore", "Embedder", "EmbedderError",
     "EmbeddingCache", "EmbeddingModels", "FilterValue", "FixedSizeChunker", "MemoryBackend", "NamespaceNotFound", "PostgresBackend",
     "RAGBackend", "RAGChunk", "RAGDocument", "RAGError", "RAGHit", "RAGQuery", "RAGService", "RAGTypeError",
-    "RAGValidationError", "ResolvedNamespace", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
+    "RAGValidationError", "Reader", "ResolvedNamespace", "reader_of", "reader_for_principal", "Scalar", "SearchMode", "Stored", "memory", "postgres", "rag", "service",
     "BgeSmallEmbedder", "Fusion", "LiteLLMEmbedder", "LocalEmbedder", "default_embedder", "tenant_embedder", "tenant_service",
     "EmbeddingModelChanged", "reads", "script_of", "PreparedIngest", "SyncDocumentStore",
     "RERANK_CHOICES", "ColbertReranker", "Reranked", "RerankedHit", "parse_rerank", "rerank", "rerank_depth", "reranker",
@@ -98,12 +101,13 @@ def service(
     fusion: Fusion | str = Fusion.RRF,
     fusion_weight: float = DEFAULT_FUSION_WEIGHT,
     embedder_for_model: Callable[[str], Embedder | None] | None = None,
+    reader: Reader | None = None,
 ) -> RAGService:
     """A service over any backend of the seed's ``RAGBackend`` contract (``fusion``: hybrid search's default, ``Fusion``;
-    ``embedder_for_model``: follow the namespace's embedding model, see ``RAGService``)."""
+    ``embedder_for_model``: follow the namespace's embedding model; ``reader``: read as that principal, see ``RAGService``)."""
     return RAGService(backend, embedder=embedder, chunker=chunker, namespace=namespace, rrf_k=rrf_k, rerank=rerank,
                       fusion=fusion, fusion_weight=fusion_weight, embedder_for_model=embedder_for_model,
-                      graph_reads=graph_reads())
+                      graph_reads=graph_reads(), reader=reader)
 
 
 def postgres(

@@ -37,6 +37,7 @@ from knowledge.rag.service import RAGService
 from knowledge.rag.types import RAGHit
 from knowledge.rag.reranking import ColbertReranker, Reranked, rerank_hits
 from knowledge.rag.protocols import Chunker, Embedder, RAGBackend, declared_dimension, embedder_model_id
+from knowledge.rag.types import Reader
 
 PROVIDER_SETTINGS = (
     "QUARRY_RAG_BACKEND", "QUARRY_EMBEDDER", "QUARRY_CHUNKER", "QUARRY_GRAPH_EXTRACTOR", "QUARRY_EMBEDDING_MODEL", "LOCAL_EMBEDDERS",
@@ -214,7 +215,9 @@ def tenant_embedder(namespace: str) -> Embedder | None:
     return embedder_for_model(model) if model else default_embedder()
 
 
-def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT) -> RAGService:
+def tenant_service(
+    namespace: str, *, embedder: Embedder | None | Literal["default"] = DEFAULT, reader: Reader | None = None,
+) -> RAGService:
     """THE way to get a tenant's RAG service: the configured providers, namespace = the tenant's slug.
 
     By default it embeds with the tenant's model (``CorpusStat.embedding_model``, resolved once per
@@ -222,6 +225,8 @@ def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["defau
     gets the new model from the next service on, and an ingest that raced the switch embeds again),
     and a tenant without vectors with the configured one. ``embedder=None`` makes a service that never
     embeds (fetch, delete, keyword search); another embedder is used as given.
+    ``reader`` (``reader_of(context)`` for a request): search, fetch and the graph see only what that reader
+    may read; None is trusted code's full view (workers, commands, the write door).
     Services are cheap (they hold no connection); the providers behind them are shared.
     Writes through it do not supersede the document pipeline's background work: the
     product writes through ``knowledge.services.documents`` instead.
@@ -230,7 +235,40 @@ def tenant_service(namespace: str, *, embedder: Embedder | None | Literal["defau
     chosen = default_embedder() if follow else embedder
     return RAGService(backend(), embedder=chosen, chunker=chunker(), namespace=namespace,
                       fusion=settings.QUARRY_HYBRID_FUSION, fusion_weight=settings.QUARRY_HYBRID_FUSION_WEIGHT,
-                      embedder_for_model=embedder_for_model if follow else None, graph_reads=graph_reads())
+                      embedder_for_model=embedder_for_model if follow else None, graph_reads=graph_reads(), reader=reader)
+
+
+def reader_for_principal(*, tenant_id: int, principal: str) -> Reader | None:
+    """The reader a stored principal (``TenantContext.principal``: ``user:<id>``, ``cli``, ``anonymous``) is in
+    the tenant now, for work that outlives its request (a chat answer, an agent run, an export): read
+    anew on every call, so a membership or role change counts from the next one. None: it reads
+    everything (the shell, the tenant's admins, superusers)."""
+    from accounts.models import Group, Membership  # deferred: this module is imported while apps load
+
+    if principal == "cli":
+        return None
+    if not principal.startswith("user:") or not principal[5:].isdigit():
+        return Reader(None)  # anonymous (QUARRY_AUTH_MODE=none): what the whole tenant reads
+    user_id = int(principal[5:])
+    row = Membership.objects.filter(tenant_id=tenant_id, user_id=user_id).values_list("role", "user__is_superuser").first()
+    if row is not None and (row[0] == "admin" or row[1]):
+        return None
+    if row is None:
+        from django.contrib.auth import get_user_model  # deferred: as above
+
+        if get_user_model().objects.filter(pk=user_id, is_superuser=True, is_active=True).exists():
+            return None
+    groups = Group.objects.filter(tenant_id=tenant_id, members__pk=user_id).values_list("pk", flat=True)
+    return Reader(user_id, tuple(groups))
+
+
+def reader_of(context: Any) -> Reader | None:
+    """The reader of a request's tenant context (``accounts.access.TenantContext``, taken by its shape:
+    this layer imports no access code): None when it reads everything (tenant admins, the shell),
+    else its user and its groups, as the context read them for this request."""
+    if context.reads_everything:
+        return None
+    return Reader(context.user_id, tuple(context.group_ids))
 
 
 @receiver(setting_changed)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from knowledge.rag.graph_types import Neighborhood, Picture, Triplet
-from knowledge.rag.types import GraphSearchResult, RAGQuery
+from knowledge.rag.types import GraphSearchResult, RAGQuery, Reader
 
 
 @runtime_checkable
@@ -60,10 +60,11 @@ class GraphReads(Protocol):
         """Relations relevant to ``query.text`` (at most ``query.limit``), each with the chunk that states it."""
         ...
 
-    async def neighbors(self, backend: Any, namespace: str, entity: str, *, limit: int) -> Neighborhood:
+    async def neighbors(self, backend: Any, namespace: str, entity: str, *, limit: int, reader: Reader | None = None) -> Neighborhood:
         """The entity called ``entity`` (or whose name starts so), the chunks about it, and its neighbours."""
         ...
 
-    async def picture(self, backend: Any, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
+    async def picture(self, backend: Any, namespace: str, chunk_ids: Sequence[str], *, expand: bool = False,
+                      reader: Reader | None = None) -> Picture:
         """How these chunks connect through entities (``expand``: and to other documents' chunks)."""
         ...

@@ -51,6 +51,7 @@ from knowledge.rag.types import (
     RAGDocument,
     RAGHit,
     RAGQuery,
+    Reader,
     ResolvedNamespace,
     SearchMode,
     Stored,
@@ -104,8 +105,14 @@ class RAGService(ServiceEmbedding):
         fusion_weight: float = DEFAULT_FUSION_WEIGHT,
         embedder_for_model: Callable[[str], Embedder | None] | None = None,
         graph_reads: GraphReads | None = None,
+        reader: Reader | None = None,
     ) -> None:
-        """``graph_reads``: the knowledge graph's reads (``knowledge.rag.hooks.GraphReads``) the graph
+        """``reader``: whose reads these are (issue 34). With one, search, fetch and the graph see only the
+        chunks the reader may read, filtered by the backend in SQL; a backend that cannot filter by
+        reader (no ``supports_readers``) is refused (``ConfigurationError``) rather than read unfiltered.
+        None: trusted code (workers, commands, the write door), which sees every chunk.
+
+        ``graph_reads``: the knowledge graph's reads (``knowledge.rag.hooks.GraphReads``) the graph
         methods delegate to; None, or reads that do not serve ``backend``: no graph (``has_graph``).
 
         ``embedder_for_model``, when given, makes the service follow the namespace's model: before
@@ -124,6 +131,12 @@ class RAGService(ServiceEmbedding):
             raise ConfigurationError(f"{type(embedder).__name__} is not an Embedder: it has no async embed(texts)")
         if chunker is not None and not callable(getattr(chunker, "split", None)) and not callable(getattr(chunker, "spans", None)):
             raise ConfigurationError(f"{type(chunker).__name__} is not a Chunker: it has no split(document)")
+        if reader is not None and not isinstance(reader, Reader):
+            raise ConfigurationError(f"reader must be a knowledge.rag.Reader or None, got {type(reader).__name__}")
+        if reader is not None and getattr(backend, "supports_readers", False) is not True:
+            raise ConfigurationError(f"{type(backend).__name__} cannot filter by reader (no supports_readers): "
+                                     "a service with a reader needs a backend that enforces access lists")
+        self.reader = reader
         self.backend = backend
         self.embedder = embedder
         self.chunker: Chunker = chunker or FixedSizeChunker()
@@ -418,7 +431,7 @@ class RAGService(ServiceEmbedding):
         query = RAGQuery(
             probe.text, namespace, mode=mode, limit=probe.limit, filters=probe.filters, min_score=probe.min_score,
             vector=vector, rrf_k=probe.rrf_k, rerank=wants_rerank and isinstance(self.backend, Reranking) and self.backend.supports_rerank is True,
-            embedding_model=model_id, fusion=chosen_fusion, fusion_weight=chosen_weight, resolved=resolved,
+            embedding_model=model_id, fusion=chosen_fusion, fusion_weight=chosen_weight, resolved=resolved, reader=self.reader,
         )
         if not self._started:
             await self.start()
@@ -457,7 +470,7 @@ class RAGService(ServiceEmbedding):
             probe.text, namespace, mode=SearchMode.HYBRID if vector is not None else SearchMode.KEYWORD, limit=probe.limit,
             filters=probe.filters, min_score=probe.min_score, vector=vector, rrf_k=probe.rrf_k,
             embedding_model=embedder_model_id(self.embedder, len(vector)) if vector is not None else None,
-            graph=graph and vector is not None, fusion=fusion, fusion_weight=fusion_weight, resolved=resolved,
+            graph=graph and vector is not None, fusion=fusion, fusion_weight=fusion_weight, resolved=resolved, reader=self.reader,
         )
 
     async def graph_search(
@@ -505,7 +518,7 @@ class RAGService(ServiceEmbedding):
         check_limit(limit)
         if not self._started:
             await self.start()
-        return await reads.neighbors(self.backend, self.namespace, name, limit=limit)
+        return await reads.neighbors(self.backend, self.namespace, name, limit=limit, reader=self.reader)
 
     async def graph_picture(self, chunk_ids: Sequence[str], *, expand: bool = False) -> Picture:
         """How these chunks connect through the entities they mention (``expand``: with other documents' chunks)."""
@@ -513,15 +526,19 @@ class RAGService(ServiceEmbedding):
         ids = check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_LIMIT)
         if not self._started:
             await self.start()
-        return await reads.picture(self.backend, self.namespace, ids, expand=expand)
+        return await reads.picture(self.backend, self.namespace, ids, expand=expand, reader=self.reader)
 
     async def fetch(self, chunk_ids: Sequence[str]) -> tuple[RAGChunk, ...]:
-        """The chunks with these ids, in the requested order; unknown ids are omitted."""
+        """The chunks with these ids, in the requested order; unknown ids are omitted, and so are the
+        ids of chunks the service's reader may not read (exactly as unknown ones)."""
         ids = check_ids(chunk_ids, "ids", limits.CHUNK_ID_RE, limits.CHUNK_ID_WHAT, limits.MAX_FETCH_IDS)
         namespace = self.namespace
         if not self._started:
             await self.start()
-        chunks = await self.backend.fetch(namespace, tuple(dict.fromkeys(ids)))
+        if self.reader is not None:
+            chunks = await self.backend.fetch(namespace, tuple(dict.fromkeys(ids)), reader=self.reader)  # type: ignore[call-arg]
+        else:
+            chunks = await self.backend.fetch(namespace, tuple(dict.fromkeys(ids)))
         if not is_sequence(chunks):
             raise BackendContractError(f"backend fetch returned {type(chunks).__name__}, expected a sequence of RAGChunk")
         wanted = set(ids)

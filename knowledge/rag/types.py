@@ -337,6 +337,47 @@ class RAGHit:
             raise RAGValidationError("score", "must be a finite number")
 
 
+# Access lists (issue 34): a document's ``access`` and its chunks' hold principals, and a reader
+# reads a chunk when the two share one. Every reader holds EVERYONE, which an unrestricted document
+# lists (its default), so "no list means the whole tenant" is one array overlap (``&&``) in SQL.
+EVERYONE = "*"
+
+
+def user_principal(user_id: int) -> str:
+    return f"u:{int(user_id)}"
+
+
+def group_principal(group_id: int) -> str:
+    return f"g:{int(group_id)}"
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Who reads a tenant's namespace, for its restricted documents: a user (None: anonymous) and the
+    ids of the tenant's groups they belong to, resolved for one request.
+
+    A service or query without a reader is trusted code and sees every chunk; with one, search,
+    fetch and the graph see only chunks whose access list names ``principals``' any.
+    """
+
+    user_id: int | None
+    group_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.user_id is not None and (isinstance(self.user_id, bool) or not isinstance(self.user_id, int)):
+            raise RAGTypeError("reader", "user_id must be an int or None")
+        groups = tuple(self.group_ids)
+        if any(isinstance(g, bool) or not isinstance(g, int) for g in groups):
+            raise RAGTypeError("reader", "group_ids must be ints")
+        object.__setattr__(self, "group_ids", tuple(sorted(set(groups))))
+
+    @property
+    def principals(self) -> list[str]:
+        """The principals an access list may name for this reader (``EVERYONE`` always among them)."""
+        own = [user_principal(self.user_id)] if self.user_id is not None else []
+        return [EVERYONE, *own, *(group_principal(g) for g in self.group_ids)]
+
+
 @dataclass(frozen=True)
 class ResolvedNamespace:
     """A namespace whose tenant was found once for the whole request: the tenant's id and slug (the
@@ -350,6 +391,10 @@ class ResolvedNamespace:
     slug: str
     model: str
     chunks: int
+    # Whether any of its chunks is restricted (an access list other than the whole tenant's): when none
+    # is, a reader's access test (still in every statement) cannot shorten a page, so the plan skips the
+    # short-page precautions it takes for filters. Unknown (True) unless the resolution read it.
+    restricted: bool = True
 
 
 @dataclass(frozen=True)
@@ -370,6 +415,8 @@ class RAGQuery:
     fusion: Fusion = Fusion.RRF  # how hybrid mode merges its legs (Fusion)
     fusion_weight: float = DEFAULT_FUSION_WEIGHT  # the semantic leg's weight in score fusion
     resolved: ResolvedNamespace | None = field(default=None, compare=False)
+    # Whose search this is (None: trusted code, every chunk): the backend filters by it in SQL.
+    reader: Reader | None = None
 
     def __post_init__(self) -> None:
         # The seed's bounds in the order of its list (limit, query text, filter fields and
@@ -390,6 +437,8 @@ class RAGQuery:
             raise RAGValidationError("vector", f"{self.mode.value} search needs a query vector (configure an embedder)")
         if self.graph and self.mode is not SearchMode.HYBRID:
             raise RAGValidationError("graph_search", f"graph search joins hybrid search; it cannot be used with mode {self.mode.value}")
+        if self.reader is not None and not isinstance(self.reader, Reader):
+            raise RAGTypeError("reader", f"must be a Reader or None, got {type(self.reader).__name__}")
         if self.resolved is not None and self.resolved.slug != self.namespace:
             raise RAGValidationError("namespace", f"resolved as {self.resolved.slug!r}, not {self.namespace!r}")
 

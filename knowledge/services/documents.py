@@ -35,6 +35,8 @@ from knowledge.rag.chunking import PassageChunker
 from knowledge.rag.protocols import Embedder
 from knowledge.rag.types import Trigger, check_characters, check_metadata, check_new_document_id
 from knowledge.services import indexing, state
+# The access part of the write door, for those that may import only this module (sources).
+from knowledge.services.access import AccessError, access_describe, access_from_input, document_access_set  # noqa: F401
 from knowledge.services.file_ids import FileNameError, document_id_candidates, document_id_from_filename, file_name, legacy_document_ids
 
 DEFAULT: Literal["default"] = "default"
@@ -48,6 +50,11 @@ class DocumentInputError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class DocumentNotReadable(LookupError):
+    """A write would replace a document its caller may not read: the interfaces answer it as they answer
+    a document that does not exist (404), since for that caller it does not."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,7 @@ def document_id_for_file(*, tenant: Tenant, name: str, folders: bool = False, ur
 def document_ingest(
     *, tenant: Tenant, documents: Sequence[rag.RAGDocument], actor: str, trigger: Trigger = "user",
     embedder: EmbedderChoice = DEFAULT, passages: Mapping[str, Sequence[str]] | None = None,
+    access: Sequence[str] | None = None,
 ) -> int:
     """Index ``documents`` into ``tenant`` now (the caller waits), replacing earlier versions; returns the chunk count.
 
@@ -113,6 +121,10 @@ def document_ingest(
     records the ingest, so a worker finishing later cannot overwrite this version.
     All-or-nothing: on any error (validation, embedder, the write) nothing is written.
     Raises the RAG API's errors.
+
+    ``access``: the documents' access list as principals (``knowledge.services.access``), set in the
+    transaction that writes the chunks, which copy it; None keeps each document's own (a new one: the
+    whole tenant's), so a re-ingestion never widens what a restricted document was.
     """
     external_ids = sorted({d.id for d in documents})
     base = rag.tenant_service(tenant.slug, embedder=embedder)
@@ -134,6 +146,14 @@ def document_ingest(
         )
         Document.objects.filter(pk__in=[pk for pk, _ in rows]).mark_superseded()
         _delete_files_on_commit([name for _, name in rows if name])
+        if access is not None:
+            # New rows are created here, restricted, before the backend's upsert: its chunks never
+            # exist, even uncommitted, with a wider list than the one asked for.
+            Document.objects.bulk_create(
+                [Document(tenant=tenant, external_id=i, status=DocumentStatus.QUEUED, access=list(access)) for i in external_ids],
+                ignore_conflicts=True,
+            )
+            Document.objects.filter(tenant=tenant, external_id__in=external_ids).update(access=list(access))
         stored = service.write_ingest(plan)
         # New rows included: the write has just created them.
         Document.objects.filter(tenant=tenant, external_id__in=external_ids).mark_ingested(actor=actor)
@@ -155,8 +175,15 @@ def document_upload_create(
     title: str = "",
     uri: str = "",
     metadata: Mapping[str, object] | None = None,
+    access: Sequence[str] | None = None,
+    readable: Sequence[str] | None = None,
 ) -> list[Document]:
     """Store each file and queue it for processing; return the documents in input order.
+
+    ``access`` (principals, ``knowledge.services.access``): the documents' access list, applied at once
+    (to a replaced document's current chunks too); None keeps each document's own. ``readable``: the
+    uploader's principals (None: they read everything); a file that would replace a document they may not
+    read raises ``DocumentNotReadable`` and nothing is stored.
 
     Preconditions: the caller may edit ``tenant``. ``document_ids`` (one per file) are used as
     given: an existing id gets a new version, whatever its file. Without them each file's id
@@ -220,6 +247,8 @@ def document_upload_create(
             for index in order:
                 upload, name, external_id = files[index], stored[index], ids[index]
                 document = _lock_or_create(tenant, external_id)[0] if external_id else _claim_for_file(tenant, names[index])
+                if readable is not None and not set(document.access) & set(readable):
+                    raise DocumentNotReadable(document.external_id)
                 _forget_source_on_commit(document)
                 document.source_file = name or ""
                 document.source_name = names[index]
@@ -233,6 +262,8 @@ def document_upload_create(
                     document.metadata = checked_metadata
                 document.save(update_fields=["source_file", "source_name", "source_content_type", "source_size",
                                              "source_text", "title", "uri", "metadata"])
+                if access is not None:
+                    document_access_set(documents=[document], principals=access, actor=actor)
                 if name is None:
                     state.fail_now(document, actor=actor, error=f"{document.source_name} is {limits.describe_bytes(document.source_size)}, "
                               f"over the upload limit of {limits.describe_bytes(limit)}; it was not stored")
@@ -257,8 +288,10 @@ def document_text_save(
     title: str = "",
     uri: str = "",
     metadata: Mapping[str, object] | None = None,
+    access: Sequence[str] | None = None,
 ) -> Document:
-    """Create or replace a document from pasted text and queue it for processing.
+    """Create or replace a document from pasted text and queue it for processing (``access``: as
+    ``document_upload_create``'s).
 
     Raises ``DocumentInputError`` for a bad id, empty or oversized text, title, URI or metadata.
     """
@@ -277,6 +310,8 @@ def document_text_save(
         if checked_metadata is not None:
             document.metadata = checked_metadata
         document.save(update_fields=[*changed, "title", "uri", "metadata"])
+        if access is not None:
+            document_access_set(documents=[document], principals=access, actor=actor)
         state.request_processing([document.pk], actor=actor)
     return _reload([document])[0]
 

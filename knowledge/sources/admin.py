@@ -20,7 +20,7 @@ from knowledge.sources.connectors.base import ConfigError
 from knowledge.sources.models import Source, SourceSync
 from knowledge.sources.selectors import latest_syncs, source_status
 from knowledge.sources.services.editing import (
-    UNSET, check_name, check_name_free, check_schedule, source_config_check, source_create, source_delete, source_secret_names, source_update,
+    UNSET, check_name, check_name_free, check_schedule, source_access_check, source_access_names, source_config_check, source_create, source_delete, source_secret_names, source_update,
 )
 from knowledge.sources.services.registry import kinds
 from knowledge.sources.services.syncing import SourceGone, source_sync_request
@@ -32,6 +32,11 @@ class SourceForm(forms.ModelForm):
         'The kind\'s settings as JSON, e.g. {"url": "https://docs.example.com/"} (web), {"url": "https://git.example.com/org/repo.git", '
         '"branch": "main"} (git), {"path": "/srv/share/team"} (folder), {"bucket": "handbook", "prefix": "kb/"} (s3). '
         "Secrets (web: authorization; s3: secret_access_key) are stored encrypted and not shown: leave them out to keep them."))
+
+    access_groups = forms.CharField(required=False, label="Access: groups", help_text=(
+        "Who may read the documents it writes: groups (comma-separated) and users below; both empty: the whole tenant. "
+        "A change applies at once to the documents it wrote."))
+    access_users = forms.CharField(required=False, label="Access: users", help_text="Usernames, comma-separated.")
 
     class Meta:
         model = Source
@@ -45,6 +50,14 @@ class SourceForm(forms.ModelForm):
         if self.instance.pk:
             self.fields["kind"].disabled = True
             self.fields["tenant"].disabled = True
+            names = source_access_names(self.instance)
+            self.initial.setdefault("access_groups", ", ".join(names["groups"]))
+            self.initial.setdefault("access_users", ", ".join(names["users"]))
+
+    def access(self) -> dict[str, list[str]]:
+        """The access list the form asks for, by names."""
+        split = lambda value: [n.strip() for n in (value or "").split(",") if n.strip()]  # noqa: E731
+        return {"groups": split(self.cleaned_data.get("access_groups")), "users": split(self.cleaned_data.get("access_users"))}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -55,6 +68,7 @@ class SourceForm(forms.ModelForm):
             tenant = data.get("tenant") or self.instance.tenant
             check_name_free(tenant_id=tenant.pk, name=name, source=self.instance if self.instance.pk else None)
             check_schedule(data.get("schedule_minutes"))
+            source_access_check(tenant, self.access())
             if not self.instance.pk or data.get("config") != self.instance.config:
                 source_config_check(source=self.instance if self.instance.pk else None, kind=data["kind"], config=data.get("config"))
         except ConfigError as exc:
@@ -190,10 +204,11 @@ class SourceAdmin(TenantScopedAdmin):
         if change:
             config = data["config"] if "config" in form.changed_data else UNSET
             saved = source_update(source=obj, name=data["name"], config=config, schedule_minutes=data.get("schedule_minutes"),
-                                  enabled=data["enabled"], actor=actor, probe=False)
+                                  enabled=data["enabled"], actor=actor, probe=False, access=form.access())
         else:
             saved = source_create(tenant=data["tenant"], name=data["name"], kind=data["kind"], config=data["config"],
-                                  schedule_minutes=data.get("schedule_minutes"), enabled=data["enabled"], actor=actor, probe=False)
+                                  schedule_minutes=data.get("schedule_minutes"), enabled=data["enabled"], actor=actor, probe=False,
+                                  access=form.access())
         obj.__dict__.update(saved.__dict__)  # the admin logs and redirects to the saved row
 
     def delete_model(self, request: HttpRequest, obj: Source) -> None:

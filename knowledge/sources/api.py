@@ -23,7 +23,9 @@ from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharF
 from knowledge.sources.connectors.base import ConfigError
 from knowledge.sources.models import Source, SyncStatus
 from knowledge.sources.selectors import latest_syncs, source_list, source_status, sync_json
-from knowledge.sources.services.editing import MAX_SCHEDULE_MINUTES, UNSET, source_create, source_delete, source_secret_names, source_update
+from knowledge.sources.services.editing import (
+    MAX_SCHEDULE_MINUTES, UNSET, source_access_names, source_create, source_delete, source_secret_names, source_update,
+)
 from knowledge.sources.services.syncing import SourceGone, source_sync_request
 
 
@@ -51,6 +53,15 @@ class SyncSerializer(serializers.Serializer):
     errors = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), help_text='[{"item", "reason"}]')
 
 
+class SourceAccessSerializer(serializers.Serializer):
+    groups = serializers.ListField(child=serializers.CharField())
+    users = serializers.ListField(child=serializers.CharField())
+
+
+ACCESS_HELP = ('{"groups": [...], "users": [...]}: who may read the documents it writes (default: the whole tenant); '
+               "a change applies at once to the documents it wrote. Unknown groups or users: a 400 naming them.")
+
+
 class SourceSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -62,6 +73,7 @@ class SourceSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(help_text="False: paused (the schedule skips it).")
     status = serializers.CharField(help_text="running, queued, paused, idle (never synced), or the last sync's status.")
     last_sync = SyncSerializer(allow_null=True)
+    access = SourceAccessSerializer(help_text="Who may read the documents it writes (both empty: the whole tenant).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -70,8 +82,8 @@ def source_json(source: Source, last: Any) -> dict[str, Any]:
     return {
         "id": source.pk, "name": source.name, "key": source.key, "kind": source.kind, "config": source.config,
         "secrets": source_secret_names(source), "schedule_minutes": source.schedule_minutes, "enabled": source.enabled,
-        "status": source_status(source, last), "last_sync": sync_json(last), "created_at": source.created_at,
-        "updated_at": source.updated_at,
+        "status": source_status(source, last), "last_sync": sync_json(last), "access": source_access_names(source),
+        "created_at": source.created_at, "updated_at": source.updated_at,
     }
 
 
@@ -92,6 +104,7 @@ class SourceCreateSerializer(ClosedSerializer):
     config = ConfigField()
     schedule_minutes = ScheduleField(required=False, default=None)
     enabled = StrictBooleanField(required=False, default=True)
+    access = serializers.JSONField(required=False, default=None, help_text=ACCESS_HELP)
     tenant = TenantField()
 
 
@@ -100,6 +113,7 @@ class SourceUpdateSerializer(ClosedSerializer):
     config = ConfigField(required=False, help_text="Replaces the configuration; secrets left out are kept, null or \"\" removes one.")
     schedule_minutes = ScheduleField(required=False)
     enabled = StrictBooleanField(required=False)
+    access = serializers.JSONField(required=False, help_text=ACCESS_HELP)
     tenant = TenantField()
 
 
@@ -156,7 +170,8 @@ class SourceListApi(_ReadOrEdit):
         v = data.validated_data
         try:
             source = source_create(tenant=ctx.tenant, name=v["name"], kind=v["kind"], config=v["config"],
-                                   schedule_minutes=v["schedule_minutes"], enabled=v["enabled"], actor=ctx.actor)
+                                   schedule_minutes=v["schedule_minutes"], enabled=v["enabled"], actor=ctx.actor,
+                                   access=v.get("access"))
         except ConfigError as exc:
             raise _refused(exc) from None
         return Response(_one(source), status=status.HTTP_201_CREATED)
@@ -179,7 +194,8 @@ class SourceDetailApi(_ReadOrEdit):
         v = data.validated_data
         try:
             source = source_update(source=source, name=v.get("name", UNSET), config=v.get("config", UNSET),
-                                   schedule_minutes=v.get("schedule_minutes", UNSET), enabled=v.get("enabled", UNSET), actor=ctx.actor)
+                                   schedule_minutes=v.get("schedule_minutes", UNSET), enabled=v.get("enabled", UNSET), actor=ctx.actor,
+                                   access=v.get("access", UNSET))
         except ConfigError as exc:
             raise _refused(exc) from None
         return Response(_one(source))

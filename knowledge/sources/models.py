@@ -9,6 +9,7 @@ only what changed. ``SourceSync`` is one sync's history entry (counts and errors
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -24,6 +25,10 @@ class SourceQuerySet(models.QuerySet["Source"]):
     def live(self) -> SourceQuerySet:
         """Sources not being removed (a removed source is invisible while its documents go)."""
         return self.filter(deleting=False)
+
+
+def _everyone() -> list[str]:
+    return ["*"]
 
 
 class Source(models.Model):
@@ -47,6 +52,8 @@ class Source(models.Model):
     sync_trigger = models.CharField(max_length=16, blank=True, default="")  # who asked for the queued sync: manual | schedule | created
     lease_until = models.DateTimeField(null=True, blank=True)
     cursor = models.JSONField(default=dict, blank=True)  # the connector's own state between syncs (git: last indexed commit)
+    # The access list every document it writes gets (issue 34; principals as Document.access: {*} the whole tenant).
+    access = ArrayField(models.CharField(max_length=32), default=_everyone, blank=True)
 
     objects = SourceQuerySet.as_manager()
 

@@ -18,6 +18,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from accounts.access import CliAccessError, cli_context
 from accounts.selectors import tenant_get
 from chat.selectors import chat_feedback_judged
 from knowledge import rag
@@ -31,14 +32,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("folder", type=Path, help="Created when missing; its three files are replaced.")
         parser.add_argument("--tenant", required=True, help="The tenant whose feedback is exported.")
+        parser.add_argument("--as", dest="as_user", default=None, metavar="USERNAME",
+                            help="Export only passages this member may read (issue 34); default: the shell's full view.")
 
-    def handle(self, *args: Any, folder: Path, tenant: str, **options: Any) -> None:
+    def handle(self, *args: Any, folder: Path, tenant: str, as_user: str | None = None, **options: Any) -> None:
         found = tenant_get(slug=tenant)
         if found is None:
             raise CommandError(f"--tenant: no tenant {tenant!r}")
+        try:
+            reader = rag.reader_of(cli_context(tenant_slug=found.slug, username=as_user))
+        except CliAccessError as exc:
+            raise CommandError(f"--as: {exc}") from None
         judged = chat_feedback_judged(tenant=found)
         cited = list(dict.fromkeys(c["chunk_id"] for j in judged for c in j["citations"] if isinstance(c.get("chunk_id"), str)))
-        chunks = _fetch(found.slug, cited)
+        chunks = _fetch(found.slug, cited, reader)
         # A cited document's text is its cited chunks, in chunk order (what the answers were judged on).
         documents: dict[str, dict[str, Any]] = {}
         for chunk in sorted(chunks.values(), key=lambda c: (c.document_id, _ordinal(c.chunk_id))):
@@ -73,9 +80,10 @@ def _ordinal(chunk_id: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def _fetch(namespace: str, chunk_ids: list[str]) -> dict[str, rag.RAGChunk]:
-    """The cited chunks still in the tenant's knowledge base, by id (deleted ones are left out)."""
-    service = rag.tenant_service(namespace)
+def _fetch(namespace: str, chunk_ids: list[str], reader: rag.Reader | None) -> dict[str, rag.RAGChunk]:
+    """The cited chunks still in the tenant's knowledge base, by id (deleted ones, and with ``reader`` the ones
+    they may not read, are left out: their questions then have nothing left to judge)."""
+    service = rag.tenant_service(namespace, embedder=None, reader=reader)
     found: dict[str, rag.RAGChunk] = {}
     for start in range(0, len(chunk_ids), limits.MAX_FETCH_IDS):
         for chunk in async_to_sync(service.fetch)(chunk_ids[start:start + limits.MAX_FETCH_IDS]):

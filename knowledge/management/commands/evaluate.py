@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from accounts.access import CliAccessError, cli_context
 from accounts.services import tenant_create
 from knowledge import rag
 from knowledge.evaluation import GRAPH_MODE, RERANK_MODE, SCORE_RERANK_MODE, evaluate_modes, ingest_beir_corpus, read_jsonl
@@ -36,9 +37,12 @@ class Command(BaseCommand):
         parser.add_argument("--fusion-weight", type=float, default=None,
                             help="The semantic leg's weight in score fusion (default: QUARRY_HYBRID_FUSION_WEIGHT).")
         parser.add_argument("--json", action="store_true", help="Print one JSON object and nothing else.")
+        parser.add_argument("--as", dest="as_user", default=None, metavar="USERNAME",
+                            help="Search as this member of the tenant reads (restricted documents they may not read are "
+                                 "left out); default: everything, as the shell reads.")
 
     def handle(self, *args: Any, folder: Path, tenant: str, modes: str, qrels: str, queries: str, rerank: str | None, graph: bool,
-               fusions: str, fusion_weight: float | None, json: bool, **options: Any) -> None:
+               fusions: str, fusion_weight: float | None, json: bool, as_user: str | None = None, **options: Any) -> None:
         for name in ("corpus.jsonl", queries, qrels):
             if not (folder / name).is_file():
                 raise CommandError(f"{folder / name} not found: a BEIR folder holds corpus.jsonl, queries.jsonl and {qrels}")
@@ -54,6 +58,10 @@ class Command(BaseCommand):
         if not chosen:
             raise CommandError("--fusions: name at least one of rrf, score")
         found, _ = tenant_create(slug=tenant)
+        try:
+            reader = rag.reader_of(cli_context(tenant_slug=found.slug, username=as_user))
+        except CliAccessError as exc:
+            raise CommandError(f"--as: {exc}") from None
         quiet = json
         corpus = folder / "corpus.jsonl"
         expected = sum(1 for r in read_jsonl(corpus) if str(r.get("text") or r.get("title") or "").strip())
@@ -63,7 +71,7 @@ class Command(BaseCommand):
         with tqdm(desc="queries", unit="query", disable=quiet) as bar:
             results = evaluate_modes(tenant=found, folder=folder, modes=wanted, qrels_file=qrels, queries_file=queries,
                                      progress=bar.update, rerank=rerank == "cosine", graph=graph,
-                                     fusions=chosen, fusion_weight=weight, colbert=rerank == "colbert")
+                                     fusions=chosen, fusion_weight=weight, colbert=rerank == "colbert", reader=reader)
         service = rag.tenant_service(found.slug)
         tenant_embedder = rag.tenant_embedder(found.slug)  # the tenant's model, which its queries were embedded with
         report = {"dataset": folder.resolve().name, "tenant": found.slug, "qrels": qrels,

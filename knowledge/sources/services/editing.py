@@ -10,11 +10,13 @@ from django.db import IntegrityError, transaction
 from django_q.tasks import async_task
 
 from accounts.models import Tenant
+from knowledge.models import Document
 from knowledge.sources.connectors.base import ConfigError
 from knowledge.sources.crypto import secrets_open, secrets_seal
 from knowledge.sources.models import Source
 from knowledge.sources.services.registry import config_check
 from knowledge.sources.services.syncing import source_sync_request
+from knowledge.services.documents import AccessError, access_describe, access_from_input, document_access_set
 
 REMOVE_TASK = "knowledge.sources.tasks.remove_source"
 MAX_SCHEDULE_MINUTES = 525_600  # a year
@@ -57,8 +59,21 @@ def _key_for(tenant: Tenant, name: str) -> str:
     return next(f"{base}-{n}" for n in range(2, len(taken) + 3) if f"{base}-{n}" not in taken)
 
 
+def source_access_check(tenant: Tenant, value: object) -> list[str] | None:
+    """A source's access list (``{"groups": [...], "users": [...]}``) as principals; ``ConfigError`` naming unknown names."""
+    try:
+        return access_from_input(tenant=tenant, value=value)
+    except AccessError as exc:
+        raise ConfigError("access", exc.message) from None
+
+
+def source_access_names(source: Source) -> dict[str, list[str]]:
+    """The source's access list by names (groups, users), as the API and the admin show it."""
+    return dict(access_describe(tenant=source.tenant, principals=source.access))
+
+
 def source_create(*, tenant: Tenant, name: object, kind: object, config: object, schedule_minutes: object = None,
-                  enabled: bool = True, actor: str, probe: bool = True) -> Source:
+                  enabled: bool = True, actor: str, probe: bool = True, access: object = None) -> Source:
     """Create a source after checking every field and reaching it once (``probe``); returns it.
 
     Raises ``ConfigError`` naming the field (``name``, ``kind``, ``config.<setting>``,
@@ -67,12 +82,14 @@ def source_create(*, tenant: Tenant, name: object, kind: object, config: object,
     checked_name = check_name(name)
     minutes = check_schedule(schedule_minutes)
     check_name_free(tenant_id=tenant.pk, name=checked_name)
+    principals = source_access_check(tenant, access) or ["*"]
     plain, secrets = config_check(kind=kind, config=config, probe=probe)  # type: ignore[arg-type]
     try:
         with transaction.atomic():
             source = Source.objects.create(
                 tenant=tenant, key=_key_for(tenant, checked_name), name=checked_name, kind=kind, config=plain,
                 secrets=secrets_seal(secrets), schedule_minutes=minutes, enabled=enabled, created_by=actor[:200],
+                access=principals,
             )
             if enabled:
                 source_sync_request(source=source, trigger="created")
@@ -83,8 +100,9 @@ def source_create(*, tenant: Tenant, name: object, kind: object, config: object,
 
 
 def source_update(*, source: Source, name: object = UNSET, config: object = UNSET, schedule_minutes: object = UNSET,
-                  enabled: object = UNSET, actor: str, probe: bool = True) -> Source:
+                  enabled: object = UNSET, actor: str, probe: bool = True, access: object = UNSET) -> Source:
     """Change the given fields; a new ``config`` replaces the old one, keeping stored secrets it leaves out.
+    A new ``access`` list applies at once to every document the source wrote (and to what it writes next).
 
     Raises ``ConfigError`` naming the field, with nothing changed. The kind cannot change (its
     documents and versions mean nothing to another kind): create a new source instead.
@@ -102,12 +120,17 @@ def source_update(*, source: Source, name: object = UNSET, config: object = UNSE
     if config is not UNSET:
         plain, secrets = config_check(kind=source.kind, config=config, kept_secrets=secrets_open(source.secrets), probe=probe)
         changes["config"], changes["secrets"] = plain, secrets_seal(secrets)
+    if access is not UNSET:
+        changes["access"] = source_access_check(source.tenant, access) or ["*"]
     with transaction.atomic():
         locked = Source.objects.select_for_update().get(pk=source.pk)
         for field, value in changes.items():
             setattr(locked, field, value)
         if changes:
             locked.save(update_fields=[*changes, "updated_at"])
+        if "access" in changes:
+            written = Document.objects.filter(tenant_id=locked.tenant_id, metadata__source=locked.key)
+            document_access_set(documents=written, principals=changes["access"], actor=actor)
     return locked
 
 

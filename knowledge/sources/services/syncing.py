@@ -269,6 +269,7 @@ class _Run:
                         document_upload_create(
                             tenant=self.source.tenant, files=[upload], actor=f"source {self.source.key}", document_ids=[write.document_id],
                             title=item.title, uri=item.uri[:2048], metadata={"source": self.source.key, "path": item.path[:10_000]},
+                            access=list(self.source.access),  # the source's default access list, on every write
                         )
                         SourceItem.objects.update_or_create(source=self.source, path=item.path, defaults={
                             "document_id": write.document_id, "version": item.version[:200], "content_hash": write.digest,

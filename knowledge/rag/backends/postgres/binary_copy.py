@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 # knowledge_chunk's columns as copy_chunks sends them; binary COPY needs each exact type.
 _COLUMNS = ("tenant_id, document_id, chunk_id, ordinal, text, title, uri, metadata, start_char, end_char, "
-            "content_hash, embedding, embedding_model, indexed, search_config")
-_COPY_TYPES = ["int8", "int8", "text", "int4", "text", "text", "text", "jsonb", "int4", "int4", "text", "float8[]", "text", "bool", "oid"]
+            "content_hash, embedding, embedding_model, indexed, search_config, access")
+_COPY_TYPES = ["int8", "int8", "text", "int4", "text", "text", "text", "jsonb", "int4", "int4", "text", "float8[]", "text", "bool", "oid",
+               "varchar[]"]
 _FLOAT8_OID = 701
 _FLOAT8_ARRAY_OID = 1022
 
@@ -62,9 +63,11 @@ def pack_vector(values: Sequence[float]) -> _PackedVector:
 
 def copy_chunks(
     cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument], doc_pks: dict[str, int], *, indexed: bool, config: int,
+    access: dict[str, list[str]],
 ) -> None:
     """Insert the documents' chunks (their rows ``doc_pks`` by external id); ``config`` is the OID of
-    their text search configuration (regconfig's binary form)."""
+    their text search configuration (regconfig's binary form); ``access``: each document's access list,
+    which its chunks copy."""
     raw = cursor.cursor  # the psycopg cursor under Django's wrapper
     raw.adapters.register_dumper(_PackedVector, _PackedVectorDumper)
     with raw.copy(f"COPY knowledge_chunk ({_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -72,9 +75,10 @@ def copy_chunks(
         for prepared in documents:
             doc = prepared.document
             doc_pk, title, uri, metadata = doc_pks[doc.id], doc.title or "", doc.uri or "", dict(doc.metadata)
+            readers = access[doc.id]
             for c in prepared.chunks:
                 copy.write_row((
                     tenant_id, doc_pk, c.chunk_id, c.ordinal, c.text, title, uri, metadata, c.start_char, c.end_char,
                     c.content_hash, None if c.embedding is None else pack_vector(c.embedding), c.embedding_model or "", indexed,
-                    config,
+                    config, readers,
                 ))

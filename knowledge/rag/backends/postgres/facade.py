@@ -22,7 +22,7 @@ from knowledge.rag.backends.postgres import sql as q
 from knowledge.rag.backends.postgres.bm25 import BM25_B, BM25_K1
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id, resolve
 from knowledge.rag.hooks import ChunkIndexHook
-from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, ResolvedNamespace, Stored, Trigger, Vector
+from knowledge.rag.types import PreparedDocument, RAGChunk, RAGHit, RAGQuery, Reader, ResolvedNamespace, Stored, Trigger, Vector
 
 # Ingestions of up to this many chunks index them in their own transaction; larger ones
 # leave it to the indexer (``maintenance.index_backlog``). One editor upload stays well under it.
@@ -47,6 +47,8 @@ class PostgresBackend:
     """
 
     supports_rerank = True
+    # Search, fetch and the graph filter by ``RAGQuery.reader`` / ``fetch(..., reader=)`` in SQL (issue 34).
+    supports_readers = True
 
     def __init__(
         self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
@@ -151,23 +153,25 @@ class PostgresBackend:
         replicas.note_write()
         await sync_to_async(writes.delete, thread_sensitive=True)(self, namespace, list(document_ids), None, "user")
 
-    async def fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
-        return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids)
+    async def fetch(self, namespace: str, chunk_ids: Sequence[str], *, reader: Reader | None = None) -> list[RAGChunk]:
+        """The seed's fetch; with ``reader``, chunks it may not read are omitted as missing ones are."""
+        return await sync_to_async(self._fetch, thread_sensitive=True)(namespace, chunk_ids, reader)
 
-    def _fetch(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+    def _fetch(self, namespace: str, chunk_ids: Sequence[str], reader: Reader | None = None) -> list[RAGChunk]:
         # A read that need not see the caller's own latest write: a replica's when the request has one.
-        return replicas.replica_read(lambda alias: self._on(alias)._fetch_here(namespace, chunk_ids), primary=self.using)
+        return replicas.replica_read(lambda alias: self._on(alias)._fetch_here(namespace, chunk_ids, reader), primary=self.using)
 
-    def _fetch_here(self, namespace: str, chunk_ids: Sequence[str]) -> list[RAGChunk]:
+    def _fetch_here(self, namespace: str, chunk_ids: Sequence[str], reader: Reader | None = None) -> list[RAGChunk]:
         tenant_id = self._find_tenant_id(namespace)
         if tenant_id is None:
             return []  # an unknown namespace holds nothing (as search says)
+        access, access_params = q.access_sql(reader)
         with connections[self.using].cursor() as cursor:
             # Projected like search: no vectors (they stay in the datastore), so a fetched chunk equals a hit's.
             cursor.execute(
                 f"SELECT {q.CHUNK_COLUMNS} FROM knowledge_chunk c JOIN knowledge_document d ON d.id = c.document_id "
-                "WHERE c.tenant_id = %s AND c.chunk_id = ANY(%s)",
-                [tenant_id, list(chunk_ids)],
+                f"WHERE c.tenant_id = %(tenant)s AND c.chunk_id = ANY(%(ids)s) {access}",
+                {"tenant": tenant_id, "ids": list(chunk_ids), **access_params},
             )
             found = {row[0]: plan.chunk_from_row(namespace, row) for row in cursor.fetchall()}
         return [found[i] for i in dict.fromkeys(chunk_ids) if i in found]

@@ -17,18 +17,21 @@ def find_tenant_id(using: str, namespace: str) -> int | None:
 
 
 def resolve(using: str, namespace: str) -> ResolvedNamespace | None:
-    """The tenant of the namespace with the model of its vectors and its chunk count, in one statement
+    """The tenant of the namespace with the model of its vectors, its chunk count and whether it holds restricted
+    chunks, in one statement
     (None: no tenant has that slug)."""
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT t.id, t.slug, coalesce(s.embedding_model, ''), coalesce(s.chunk_count, 0) "
+            "SELECT t.id, t.slug, coalesce(s.embedding_model, ''), coalesce(s.chunk_count, 0), "
+            # The partial index chunk_restricted (restricted chunks only) answers this at once.
+            "EXISTS (SELECT 1 FROM knowledge_chunk c WHERE c.tenant_id = t.id AND NOT (c.access @> (ARRAY['*'])::varchar(32)[])) "
             "FROM accounts_tenant t LEFT JOIN knowledge_corpusstat s ON s.tenant_id = t.id WHERE t.slug = %s",
             [namespace],
         )
         row = cursor.fetchone()
     _release_idle(connection)
-    return None if row is None else ResolvedNamespace(int(row[0]), row[1], row[2], int(row[3]))
+    return None if row is None else ResolvedNamespace(int(row[0]), row[1], row[2], int(row[3]), bool(row[4]))
 
 
 def _release_idle(connection: Any) -> None:

@@ -32,10 +32,17 @@ def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RA
     # tenant's churn leave newly inserted ones badly connected: issue 22 measured -0.12 nDCG@10).
     # A filtered search of a large tenant does the same when its filters leave few candidates.
     parsed = q.parse_query(query.text)  # once per search: the plan, the refinements and the keyword text use it
-    filtered = bool(query.filters) or bool(parsed.phrases or parsed.negated)
+    # A reader's access test filters like metadata does: the fast paths may come back short of it, unless
+    # the tenant restricts nothing (then the test, still in the statement, passes every chunk).
+    restricted = query.reader is not None and (query.resolved is None or query.resolved.restricted)
+    filtered = bool(query.filters) or bool(parsed.phrases or parsed.negated) or restricted
     dim = dimension(backend, query)
+    # Counting the candidates pays for selective metadata filters and refinements, not for a reader's access
+    # test alone: most readers read most of a tenant, the count cannot stop early on the access column's
+    # index (everyone's chunks share "*"), and a reader who may read little is caught by the short-page check.
+    selective = bool(query.filters) or bool(parsed.phrases or parsed.negated)
     small = dim is not None and query.mode is not SearchMode.KEYWORD and (
-        _is_small(backend, query, tenant_id) or (filtered and _few_candidates(backend, query, parsed, tenant_id))
+        _is_small(backend, query, tenant_id) or (selective and _few_candidates(backend, query, parsed, tenant_id))
     )
     rows = _run(backend, query, parsed, tenant_id, exact_semantic=small)
     # The fast paths (postings, HNSW) can come back short once filters apply;
@@ -64,13 +71,15 @@ def vector_params(query: RAGQuery) -> dict[str, Any]:
 
 
 def where(query: RAGQuery, parsed: q.ParsedQuery | None = None) -> tuple[str, dict[str, Any]]:
-    """The query's metadata filters and phrase / -word refinements (``parsed``: its text, parsed already)
-    as SQL on alias ``c``, with named parameters."""
+    """The query's reader's access test, metadata filters and phrase / -word refinements (``parsed``: its
+    text, parsed already) as SQL on alias ``c``, with named parameters. Every leg of every plan (and
+    the graph's) applies it, so it is THE place a reader's access list enters a search."""
+    access, access_params = q.access_sql(query.reader)
     filters, filter_params = q.filter_sql(query.filters)
     refinements, refinement_params = q.keyword_match_sql(parsed or q.parse_query(query.text))
     filters_named, named = _name_params(filters, filter_params, "flt")
     refinements_named, named_refinements = _name_params(refinements, refinement_params, "ref")
-    return filters_named + refinements_named, {**named, **named_refinements}
+    return access + filters_named + refinements_named, {**access_params, **named, **named_refinements}
 
 
 def chunk_from_row(namespace: str, row: Sequence[Any]) -> RAGChunk:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from knowledge.models import tenant_config_sql as tenant_config_sql
 from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, contribution_sql, idf_sql
 from knowledge.rag.fusion import FUSION_DEPTH, LEG_PLACES, SEMANTIC_SPREAD_FLOOR
-from knowledge.rag.types import FilterValue
+from knowledge.rag.types import FilterValue, Reader
 
 # Candidates each leg hands to the fusion (RRF or normalised score fusion) in hybrid mode.
 HYBRID_DEPTH = FUSION_DEPTH
@@ -59,6 +59,25 @@ def filter_sql(filters: Mapping[str, FilterValue], alias: str = "c") -> tuple[st
             clauses.append(f"{alias}.metadata @> ANY(%s::jsonb[])")
             params.append([json.dumps({name: m}) for m in members])
     return ("".join(f" AND {c}" for c in clauses), params)
+
+
+def access_sql(reader: Reader | None, alias: str = "c") -> tuple[str, dict[str, object]]:
+    """The reader's access test on a chunk (``alias``), with its named parameter: ``"" `` for trusted
+    code (no reader). A chunk is readable when its access list shares a principal with the reader's,
+    ``*`` (the whole tenant) being everyone's; part of the statement, so pages are never short of it
+    and counts never include what the reader may not see."""
+    if reader is None:
+        return "", {}
+    return ACCESS_CLAUSE.replace("c.", f"{alias}.", 1), {"readable": reader.principals}
+
+
+# A reader's access test on alias ``c`` (``access_sql``), as the keyword leg recognises it.
+ACCESS_CLAUSE = " AND c.access && %(readable)s::varchar[]"
+# With the access test alone, the postings path checks it on this many times its candidates (the best by
+# their partial score), not on every posting read: most readers read most of a tenant, and a chunk row per
+# posting read cost restricted searches 1.8x (bench/permissions.py). A reader who may read less than about
+# a fourth of the best comes back short, and the exact plan answers (plan.search), so pages stay full.
+ACCESS_PRERANK = 4
 
 
 _PHRASE = re.compile(r'"([^"]*)"')
@@ -179,6 +198,15 @@ kw AS ({_bm25_scored(where)}
 )"""
     join = f"JOIN knowledge_chunk c ON c.id = post.id WHERE c.tenant_id = %(tenant)s {where}" if where else ""
     contribution = contribution_sql("s.idf", "p.tf", "p.dl", "corpus.avgdl")
+    # The access test alone: rank the postings' chunks first, then test the best few (ACCESS_PRERANK).
+    ranked = ""
+    source = "post"
+    if where == ACCESS_CLAUSE:
+        ranked = f"""
+post_ranked AS MATERIALIZED (
+    SELECT id, partial, counted FROM post ORDER BY partial DESC, id LIMIT {ACCESS_PRERANK * RESCORE_FACTOR} * %({depth_param})s
+),"""
+        source = "post_ranked post"
     return f"""
 post AS (
     SELECT p.chunk_id AS id, sum({contribution}) AS partial, array_agg(s.lexeme) AS counted
@@ -193,9 +221,9 @@ post AS (
 ),
 truncated AS MATERIALIZED (
     SELECT array_agg(lexeme) AS terms FROM stats WHERE df > %(per_term)s
-),
+),{ranked}
 post_top AS (
-    SELECT post.id, post.partial, post.counted FROM post {join}
+    SELECT post.id, post.partial, post.counted FROM {source} {join}
     ORDER BY post.partial DESC, post.id
     LIMIT {RESCORE_FACTOR} * %({depth_param})s
 ),

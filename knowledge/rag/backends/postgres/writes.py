@@ -216,13 +216,13 @@ def replace(backend: PostgresBackend, namespace: str, documents: Sequence[Prepar
         plan_for_keyed_writes(cursor)
         config = locked_search_config(cursor, tenant_id, "KEY SHARE")
         _claim_embedding_model(cursor, namespace, tenant_id, ordered)
-        doc_pks = _upsert_documents(cursor, tenant_id, ordered)
+        doc_pks, access = _upsert_documents(cursor, tenant_id, ordered)
         pks = list(doc_pks.values())
         # The status is the lifecycle's to write, in this transaction: the new chunks below land with it.
         Document.objects.using(backend.using).filter(pk__in=pks).mark_ready()
         old_chunks = stats_remove(cursor, tenant_id, pks)
         cursor.execute(f"DELETE FROM knowledge_chunk c WHERE {OF_DOCUMENTS}", [tenant_id, pks])
-        copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline, config=config)
+        copy_chunks(cursor, tenant_id, ordered, doc_pks, indexed=inline, config=config, access=access)
         hook = backend.index_hook
         prepared = None
         if inline and backend.extract_graph and hook is not None:
@@ -272,8 +272,14 @@ def _claim_embedding_model(cursor: Any, namespace: str, tenant_id: int, document
     # its model, and the editors' list marks such documents "re-index needed".
 
 
-def _upsert_documents(cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument]) -> dict[str, int]:
+def _upsert_documents(cursor: Any, tenant_id: int, documents: Sequence[PreparedDocument]) -> tuple[dict[str, int], dict[str, list[str]]]:
     """Insert or update every document row's content in one statement; the upsert locks each row.
+    Returns the rows' primary keys and access lists by external id.
+
+    Access is the document's, never the write's: a re-ingestion keeps it (a new row starts as the whole
+    tenant's unless the write door created it restricted first). The row lock taken here keeps an access
+    change (``knowledge.services.access``, which locks the row too) from slipping between this read and
+    the chunks' copy of it.
 
     Rows are taken in ``external_id`` order, the lock order every ingest uses. Content only: a new
     row starts as ``Document``'s defaults (queued, no error, no progress) and its status is written
@@ -305,11 +311,12 @@ def _upsert_documents(cursor: Any, tenant_id: int, documents: Sequence[PreparedD
             content_hash = EXCLUDED.content_hash,
             chunk_count = EXCLUDED.chunk_count, embedding_model = EXCLUDED.embedding_model,
             version = knowledge_document.version + 1, updated_at = now()
-        RETURNING external_id, id
+        RETURNING external_id, id, access
         """,
         [tenant_id, DocumentStatus.QUEUED.value, *columns.values()],
     )
-    return dict(cursor.fetchall())
+    rows = cursor.fetchall()
+    return {row[0]: row[1] for row in rows}, {row[0]: list(row[2]) for row in rows}
 
 
 def delete(backend: PostgresBackend, namespace: str, document_ids: Sequence[str], actor: str | None, trigger: Trigger) -> int:
