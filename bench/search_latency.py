@@ -1,24 +1,30 @@
 """Search latency per mode at N chunks, beside in-process references, as JSON.
 
-    .venv/bin/python bench/search_latency.py [--sizes 10000,100000] [--queries 200] [--graph]
+    .venv/bin/python bench/search_latency.py [--sizes 100000,1000000] [--queries 200] [--graph]
+        [--construction peers|windows] [--ef-search 40,200] [--keep-last]
 
-Chunks are windows of real scientific text (SciFact) so term statistics are
-natural. Vectors are *perturbed real embeddings*: SciFact's 5,183 document
-embeddings (or 1,000 passages embedded on the spot), each reused with Gaussian
-noise; random unit vectors would make
-any ANN recall figure meaningless. Query vectors are real embeddings of short
-queries. Query embedding is excluded from every timing. References, timed on
-the same queries in the same run: bm25s (keyword), NumPy exact dot product
-(semantic), both plus RRF (hybrid). ``semantic_recall@10`` compares the
-database's semantic top 10 with NumPy's exact top 10. ``--graph`` also times hybrid search
-with the knowledge graph's leg (the graph the indexer extracted from the same chunks) and
-reports its p95 over plain hybrid's.
+Chunks are distinct windows of real scientific text (SciFact) so term statistics are
+natural. Vectors are *perturbed real embeddings*; random unit vectors would make any ANN
+recall figure meaningless. ``--construction peers`` (the default) builds them as the peers'
+benchmark does: SciFact's 5,183 document embeddings (title + text, the local model), each
+reused in turn as ``unit(v + N(0, 0.04^2 I))``, and the queries are SciFact's test claims with
+their real query embeddings. ``windows`` is this script's earlier construction: 1,000 passages
+embedded on the spot (or the ``scifact`` tenant's stored vectors) with sigma 0.02, and 8-word
+windows as queries; the README compares the two. Query embedding is excluded from every timing.
+References, timed on the same queries in the same run: bm25s (keyword), NumPy exact dot product
+(semantic), both plus RRF (hybrid). ``semantic_recall@10`` compares the database's semantic
+top 10 with NumPy's exact top 10. ``bytes_per_chunk``: each relation of the chunk's tables
+(heap, TOAST, every index) over the chunks stored, and the vector's own share (its column and
+the HNSW index). ``--graph`` also times hybrid search with the knowledge graph's leg (the graph the
+indexer extracted from the same chunks) and reports its p95 over plain hybrid's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 
@@ -38,16 +44,58 @@ def summary(times: list[float]) -> dict[str, float]:
 
 
 class TableEmbedder:
-    """Hands out precomputed vectors by text (the model cost was paid up front)."""
+    """Hands out precomputed vectors by text (the model cost was paid up front).
+
+    ``rows`` maps each text to its row of ``vectors`` (float32): a million vectors as Python
+    lists would take 12 GB, as one array 1.5 GB."""
 
     model_id = "bench/perturbed-minilm"
     dimension = DIM
 
-    def __init__(self, table: dict[str, list[float]]) -> None:
-        self.table = table
+    def __init__(self, rows: dict[str, int], vectors: np.ndarray) -> None:
+        self.rows = rows
+        self.vectors = vectors
 
     async def embed(self, texts: Sequence[str], *, kind: str = "document") -> list[list[float]]:
-        return [self.table[t] for t in texts]
+        return [self.vectors[self.rows[t]].astype(np.float64).tolist() for t in texts]
+
+
+def _cached(name: str, compute: object) -> np.ndarray:
+    """An array kept under var/bench/ (embedding SciFact takes minutes on 2 cores)."""
+    from _common import ROOT
+
+    path = ROOT / "var" / "bench" / f"{name}.npy"
+    if path.exists():
+        return np.load(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    array = np.asarray(compute(), dtype=np.float32)  # type: ignore[operator]
+    np.save(path, array)
+    return array
+
+
+def _scifact(local: object, queries: int) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """SciFact's document embeddings (title + " " + text), its first ``queries`` test claims and their query embeddings."""
+    import json
+
+    from asgiref.sync import async_to_sync
+    from _common import SCIFACT
+
+    with SCIFACT.open(encoding="utf-8") as fh:
+        docs = [json.loads(line) for line in fh]
+    with (SCIFACT.parent / "queries.jsonl").open(encoding="utf-8") as fh:
+        claims = [json.loads(line)["text"] for line in fh][:queries]
+    model = local.model_id  # type: ignore[attr-defined]
+    tag = model.replace("/", "_")
+
+    def embed_all(texts: list[str], kind: str) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), 256):
+            out += async_to_sync(local.embed)(texts[start:start + 256], kind=kind)  # type: ignore[attr-defined]
+        return out
+
+    base = _cached(f"scifact_corpus_{tag}", lambda: embed_all([f"{d.get('title', '')} {d.get('text', '')}" for d in docs], "document"))
+    query_vectors = _cached(f"scifact_queries{len(claims)}_{tag}", lambda: embed_all(claims, "query"))
+    return base, claims, query_vectors
 
 
 def _base_vectors(local: object, fallback_texts: list[str]) -> np.ndarray:
@@ -64,6 +112,40 @@ def _base_vectors(local: object, fallback_texts: list[str]) -> np.ndarray:
     if len(stored) >= 1000:
         return np.array(stored, dtype=np.float64)
     return np.array(async_to_sync(local.embed)(fallback_texts), dtype=np.float64)  # type: ignore[attr-defined]
+
+
+def _bytes_per_chunk(n: int) -> dict[str, object]:
+    """Every relation of the chunk's tables (heap, TOAST, indexes) in bytes per chunk stored (all tenants'),
+    and the vector's share: its column (average stored size) plus the HNSW index."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), coalesce(avg(pg_column_size(embedding)), 0) FROM knowledge_chunk")
+        chunks, column = cursor.fetchone()
+        cursor.execute(
+            """
+            SELECT t.relname, r.relname, pg_relation_size(r.oid)
+            FROM pg_class t
+            JOIN LATERAL (
+                SELECT t.oid UNION ALL SELECT t.reltoastrelid WHERE t.reltoastrelid <> 0
+                UNION ALL SELECT indexrelid FROM pg_index WHERE indrelid = t.oid
+                UNION ALL SELECT indexrelid FROM pg_index WHERE indrelid = t.reltoastrelid AND t.reltoastrelid <> 0
+            ) rel(oid) ON true
+            JOIN pg_class r ON r.oid = rel.oid
+            WHERE t.relname IN ('knowledge_chunk', 'knowledge_posting', 'knowledge_termstat', 'knowledge_mention',
+                                'knowledge_entity', 'knowledge_relation')
+            ORDER BY t.relname, r.relname
+            """
+        )
+        rows = cursor.fetchall()
+    chunks = max(int(chunks), 1)
+    relations: dict[str, dict[str, int]] = {}
+    for table, relation, size in rows:
+        relations.setdefault(table, {})[relation] = round(size / chunks)
+    hnsw = sum(b for rels in relations.values() for name, b in rels.items() if name.startswith("chunk_embedding_hnsw"))
+    return {"chunks_stored": chunks, "relations": relations,
+            "tables_total": {t: sum(r.values()) for t, r in relations.items()},
+            "vector": {"column": round(float(column)), "hnsw": hnsw, "total": round(float(column)) + hnsw}}
 
 
 def _exact_top(vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
@@ -95,9 +177,12 @@ def _timed_searches(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--construction", choices=("peers", "windows"), default="peers",
+                        help="peers: SciFact embeddings + sigma 0.04, SciFact claims as queries; windows: the earlier construction")
+    parser.add_argument("--keep-last", action="store_true", help="keep the largest size's tenant (to measure migrations on it)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--limit", type=int, default=10)
-    parser.add_argument("--noise", type=float, default=0.02, help="per-dimension sigma of the perturbation")
+    parser.add_argument("--noise", type=float, default=None, help="per-dimension sigma of the perturbation (peers 0.04, windows 0.02)")
     parser.add_argument("--ef-search", default="", help="extra HNSW ef_search values to report semantic recall@10 and latency for")
     parser.add_argument("--backlog", type=int, default=0, help="then store this many more chunks un-indexed and measure again")
     parser.add_argument("--graph", action="store_true", help="also time hybrid search with the graph leg")
@@ -115,19 +200,30 @@ def main() -> None:
     local = rag.LocalEmbedder()
     sizes = [int(s) for s in args.sizes.split(",")]
     biggest = max(sizes)
-    texts = passages(biggest, words_per=120, seed=11)
-    base = _base_vectors(local, texts[:1000])
+    texts = passages(biggest, words_per=120, seed=11, distinct=True)
+    rows = {t: i for i, t in enumerate(texts)}
     rng = np.random.default_rng(5)
-    query_texts = [" ".join(p.split()[:8]) for p in passages(args.queries, words_per=40, seed=99)]
-    query_vectors = np.array(async_to_sync(local.embed)(query_texts, kind="query"), dtype=np.float64)
+    if args.construction == "peers":
+        base, query_texts, query_vectors = _scifact(local, args.queries)
+        noise = 0.04 if args.noise is None else args.noise
+    else:
+        base = _base_vectors(local, texts[:1000])
+        query_texts = [" ".join(p.split()[:8]) for p in passages(args.queries, words_per=40, seed=99)]
+        query_vectors = np.array(async_to_sync(local.embed)(query_texts, kind="query"), dtype=np.float64)
+        noise = 0.02 if args.noise is None else args.noise
+    query_vectors = np.asarray(query_vectors, dtype=np.float64)
+    query32 = query_vectors.astype(np.float32)  # the references multiply in float32 (a float64 copy of 1M vectors is 3 GB)
 
-    result: dict[str, object] = {"benchmark": "search_latency", "limit": args.limit, "queries": args.queries,
+    result: dict[str, object] = {"benchmark": "search_latency", "limit": args.limit, "queries": len(query_texts),
+                                 "construction": args.construction, "noise": noise, "base_vectors": len(base),
                                  "database": connection.settings_dict["HOST"] or "localhost", "sizes": {}}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')")
+        result["server"], result["pgvector"] = cursor.fetchone()
     for n in sizes:
-        vectors = perturbed(base, n, args.noise, rng)
-        table = {texts[i]: vectors[i].tolist() for i in range(n)}
-        with bench_tenant(f"bench-search-{n}") as tenant:
-            service = rag.postgres(TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
+        vectors = perturbed(base, n, noise, rng).astype(np.float32)
+        with bench_tenant(f"bench-search-{n}", keep=args.keep_last and n == biggest) as tenant:
+            service = rag.postgres(TableEmbedder(rows, vectors), namespace=tenant.slug)  # type: ignore[attr-defined]
             started = time.perf_counter()
             for start in range(0, n, 1000):
                 docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + 1000, n))]
@@ -139,7 +235,9 @@ def main() -> None:
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE knowledge_chunk, knowledge_posting, knowledge_termstat")  # as autovacuum would after a bulk load
             backend = PostgresBackend()
-            figures: dict[str, object] = {"ingest_seconds": round(ingest_s, 1), "index_seconds": round(index_s, 1)}
+            figures: dict[str, object] = {"ingest_seconds": round(ingest_s, 1), "index_seconds": round(index_s, 1),
+                                          "bytes_per_chunk": _bytes_per_chunk(n)}
+            print(f"{n}: stored and indexed ({ingest_s:.0f} s + {index_s:.0f} s)", file=sys.stderr, flush=True)
             db_semantic: list[list[str]] = []
             for mode in rag.SearchMode:
                 times, pages = _timed_searches(backend, tenant.slug, mode, query_texts, query_vectors, args.limit)  # type: ignore[attr-defined]
@@ -168,7 +266,7 @@ def main() -> None:
                     retriever.retrieve(tokens, k=min(100, n), show_progress=False)
                 kw_times.append((time.perf_counter() - started) * 1000)
                 started = time.perf_counter()
-                scores = vectors @ query_vectors[qi]
+                scores = vectors @ query32[qi]
                 top = np.argpartition(-scores, args.limit)[: args.limit]
                 exact = [f"c{i}" for i in top[np.argsort(-scores[top])]]
                 sem_times.append((time.perf_counter() - started) * 1000)
@@ -179,7 +277,7 @@ def main() -> None:
                     kw_ids = [f"c{i}" for i in kw_docs[0]]
                 else:
                     kw_ids = []
-                scores = vectors @ query_vectors[qi]  # the reference's semantic leg is timed here too
+                scores = vectors @ query32[qi]  # the reference's semantic leg is timed here too
                 top100 = np.argpartition(-scores, 100)[:100]
                 sem_ids = [f"c{i}" for i in top100[np.argsort(-scores[top100])]]
                 rrf([kw_ids, sem_ids])[: args.limit]
@@ -192,7 +290,7 @@ def main() -> None:
                 "hybrid": round(figures["hybrid"]["p95_ms"] / max(figures["reference"]["hybrid_bm25s_numpy_rrf"]["p95_ms"], 1e-3), 2),  # type: ignore[index]
             }
             figures["semantic_recall@10"] = round(statistics.fmean(recalls), 4)
-            exact_top = [_exact_top(vectors, query_vectors[qi], args.limit) for qi in range(len(query_texts))]
+            exact_top = [_exact_top(vectors, query32[qi], args.limit) for qi in range(len(query_texts))]
             for ef in [int(x) for x in args.ef_search.split(",") if x.strip()]:
                 tuned = PostgresBackend(ef_search=ef)
                 times, recalls_ef = [], []
@@ -207,9 +305,9 @@ def main() -> None:
             if args.backlog:
                 # A bulk load in progress: chunks stored but not yet indexed are searched exactly.
                 extra = passages(args.backlog, words_per=120, seed=12)
-                extra_vectors = perturbed(base, args.backlog, args.noise, rng)
-                table.update({t: extra_vectors[i].tolist() for i, t in enumerate(extra)})
-                deferred = rag.service(PostgresBackend(inline_index_max_chunks=0), TableEmbedder(table), namespace=tenant.slug)  # type: ignore[attr-defined]
+                extra_vectors = perturbed(base, args.backlog, noise, rng).astype(np.float32)
+                deferred = rag.service(PostgresBackend(inline_index_max_chunks=0),  # type: ignore[attr-defined]
+                                       TableEmbedder({t: i for i, t in enumerate(extra)}, extra_vectors), namespace=tenant.slug)  # type: ignore[attr-defined]
                 for start in range(0, args.backlog, 1000):
                     async_to_sync(deferred.ingest)([rag.RAGDocument(f"b{i}", extra[i]) for i in range(start, min(start + 1000, args.backlog))])
                 with_backlog: dict[str, object] = {"backlog_chunks": maintenance.backlog(backend, tenant.slug)}
@@ -217,6 +315,7 @@ def main() -> None:
                     with_backlog[mode.value] = summary(_timed_searches(backend, tenant.slug, mode, query_texts, query_vectors, args.limit)[0])  # type: ignore[attr-defined]
                 figures["with_backlog"] = with_backlog
             result["sizes"][str(n)] = figures  # type: ignore[index]
+            print(json.dumps({str(n): figures}), file=sys.stderr, flush=True)  # a size's figures survive a later size's failure
     emit(result)
 
 

@@ -60,6 +60,9 @@ class Chunk(models.Model):
         constraints = [
             # Fetch by id and the identity of a chunk across re-ingestion.
             models.UniqueConstraint(fields=["tenant", "chunk_id"], name="chunk_tenant_chunk_id_unique"),
+            # The key a distribution by tenant needs (Citus: every key holds the distribution column;
+            # README, "Beyond one database"), and the target of tenant-qualified references to a chunk.
+            models.UniqueConstraint(fields=["tenant", "id"], name="chunk_tenant_id_unique"),
         ]
         indexes = [
             # Keyword matching (@@) before BM25 scoring.
@@ -110,7 +113,8 @@ class TermStat(models.Model):
     statistics a query sees always match the chunks it can see.
     """
 
-    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: (tenant, lexeme) leads with the tenant.
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_index=False, related_name="+")
     lexeme = models.TextField()
     df = models.IntegerField()
 

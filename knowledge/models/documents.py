@@ -35,7 +35,8 @@ class Document(models.Model):
     describe the chunks currently stored (they change in the same transaction).
     """
 
-    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="documents")
+    # No index of its own: (tenant, external_id) and (tenant, id) lead with the tenant.
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, db_index=False, related_name="documents")
     external_id = models.CharField(max_length=200)
     title = models.CharField(max_length=1000, blank=True)
     uri = models.CharField(max_length=2048, blank=True)
@@ -97,6 +98,9 @@ class Document(models.Model):
         constraints = [
             # The caller's id is the key: lookups by (tenant, external_id) on every ingest and GET.
             models.UniqueConstraint(fields=["tenant", "external_id"], name="document_tenant_external_id_unique"),
+            # The key a distribution by tenant needs (Citus: every key holds the distribution column;
+            # README, "Beyond one database"), and the target of tenant-qualified references to a document.
+            models.UniqueConstraint(fields=["tenant", "id"], name="document_tenant_id_unique"),
             models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1), name="document_progress_0_1"),
         ]
         indexes = [
