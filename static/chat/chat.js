@@ -598,11 +598,13 @@
       if (focus) focusSource(sources[0].n);
       showGraph(answer, sources);
     }
-    var shown = sources.map(function (source) { return source.citation; }).concat(also);
+    // A withheld citation (a passage its reader may no longer read, issue 34) has no id to load.
+    var shown = sources.map(function (source) { return source.citation; }).concat(also)
+      .filter(function (citation) { return !citation.withheld; });
     if (!shown.length) return;
     loadChunks(shown.map(function (citation) { return citation.chunk_id; })).then(function () {
       if (state.shownAnswer !== answer) return;
-      document.querySelectorAll(".sources .source").forEach(function (item) {
+      document.querySelectorAll(".sources .source:not(.source-withheld)").forEach(function (item) {
         var chunk = state.chunkCache[item.dataset.chunkId];
         var snippet = item.querySelector(".source-snippet");
         if (chunk) {
@@ -615,7 +617,7 @@
       });
     }, function () {
       if (state.shownAnswer !== answer) return;
-      document.querySelectorAll(".sources .source-snippet").forEach(function (node) {
+      document.querySelectorAll(".sources .source:not(.source-withheld) .source-snippet").forEach(function (node) {
         node.textContent = "Could not load this passage. Open the source to read it.";
       });
     });
@@ -631,6 +633,14 @@
       item.append(make("span", "source-number", String(n)));
     }
     var main = make("div", "source-body");
+    if (citation.withheld) {
+      // The server keeps no trace of what it was for this reader: say so, link nothing, load nothing.
+      item.classList.add("source-withheld");
+      main.append(make("p", "source-title", "Source withheld"),
+                  make("p", "source-snippet", "You can no longer read the document this passage came from."));
+      item.append(main);
+      return item;
+    }
     var link = make("a", "source-title", citation.document_id);
     if (citation.file_id && window.QuarryChatFiles) {
       link.textContent = window.QuarryChatFiles.label(citation.file_id);  // attached to this conversation: no page
@@ -1111,6 +1121,7 @@
         var answer = state.answers.find(function (a) { return a.node === node; });
         var source = answer && numbered(answer).find(function (s) { return s.n === Number(link.dataset.cite); });
         if (!source) return Promise.resolve(null);
+        if (source.citation.withheld) return Promise.resolve({ withheld: true });
         var id = source.citation.chunk_id;
         return loadChunks([id]).then(function () { return { chunk: state.chunkCache[id], href: documentUrl(source.citation) }; });
       },

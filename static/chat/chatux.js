@@ -298,6 +298,10 @@
     link.setAttribute("aria-describedby", box.id);
     host.citation(link).then(function (found) {
       if (previewFor !== link) return;
+      if (found && found.withheld) {
+        box.replaceChildren(make("p", "cite-preview-text", "Source withheld: you can no longer read the document this passage came from."));
+        return;
+      }
       if (!found || !found.chunk) {
         box.replaceChildren(make("p", "cite-preview-text", "This passage is no longer in the knowledge base."));
         return;

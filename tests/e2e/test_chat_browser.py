@@ -325,3 +325,47 @@ def test_markup_in_documents_and_answers_renders_as_text(corpus: World, context:
     assert rendered[8]["links"] == ["#source-1"]  # [2] and [1, 3] name no such source: left as text
     assert page.evaluate("window.__xss") is None
     assert watch.errors == [] and watch.dialogs == []
+
+
+def test_a_citation_the_reader_can_no_longer_read_is_shown_withheld(
+    world: World, context: BrowserContext, watch: Watch, tmp_path: Path
+) -> None:
+    """Issue 34: after the reader leaves the group, their earlier answer keeps a numbered source that
+    says it is withheld, with no link, no text of the passage and no failed fetch."""
+    from accounts.services import group_create, group_member_add, group_member_remove
+    from knowledge.services.access import access_principals
+    from knowledge.services.documents import document_ingest
+
+    group = group_create(tenant=world.acme, name="payroll")
+    group_member_add(group=group, username="teammate")
+
+    def restricted() -> None:
+        try:
+            document_ingest(tenant=world.acme, actor="test", access=access_principals(tenant=world.acme, groups=["payroll"]),
+                            documents=[rag.RAGDocument("payroll", "Payroll: Zebediah Quill earns 91,500 euros a year as harbour master.",
+                                                       title="Payroll 2026")])
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(restricted).result()
+
+    page = watch.attach(context.new_page())
+    sign_in(page)
+    answer = ask(page, "What does Zebediah Quill earn?")
+    expect(answer.locator(".markdown")).to_contain_text("91,500")
+    expect(page.locator("#source-1 .source-title")).to_have_text("Payroll 2026")
+
+    group_member_remove(group=group, user=world.teammate)
+    page.reload()
+    expect(page.locator(".message-assistant")).to_have_count(1)
+    source = page.locator("#source-1")
+    expect(source).to_have_class(re.compile(r"\bsource-withheld\b"))
+    expect(source.locator(".source-title")).to_have_text("Source withheld")
+    expect(source).not_to_contain_text("91,500")
+    expect(source.locator("a")).to_have_count(0)
+    answer = page.locator(".message-assistant").last
+    answer.locator("a.cite").first.hover()
+    expect(page.locator(".cite-preview-text").first).to_contain_text("Source withheld")
+    page.screenshot(path=tmp_path / "withheld.png", full_page=True)
+    assert watch.errors == []  # no fetch of an empty id (a 400) and no script error
