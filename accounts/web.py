@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from django.views.decorators.cache import never_cache
 
 from accounts.access import NoTenant, TenantContext, editable_tenants, page_tenant
-from accounts.models import Tenant
+from accounts.models import Role, Tenant
 from accounts.selectors import tenants_for_user
 
 
@@ -157,8 +157,19 @@ class TenantScopedAdmin(admin.ModelAdmin):
     """Rows carry ``tenant``; a non-superuser sees and touches only editable tenants' rows.
 
     Access follows tenant roles (editor or admin), not Django's per-model permissions:
-    the role is the one permission system of the product.
+    the role is the one permission system of the product. ``min_role``: the least role a
+    tenant's staff need here; ``Role.ADMIN`` for pages that would show what documents say
+    without the per-document access test (issue 34: entities, feedback, the audit log), which
+    only tenant admins, who read everything, may see.
     """
+
+    min_role: Role = Role.EDITOR
+
+    def _scope(self, request: HttpRequest) -> list[Tenant]:
+        """The tenants whose rows this admin shows ``request.user`` (not for superusers)."""
+        if self.min_role == Role.EDITOR:
+            return list(editable_tenants(request))
+        return list(tenants_for_user(user=request.user, min_role=self.min_role))  # type: ignore[arg-type]
 
     def _allowed(self, request: HttpRequest, obj: Any = None) -> bool:
         user = request.user
@@ -168,7 +179,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
             return False  # a conversation's files: ConversationFileAdmin lists them, without their text
         if user.is_superuser:
             return True
-        tenant_ids = {t.pk for t in editable_tenants(request)}
+        tenant_ids = {t.pk for t in self._scope(request)}
         return bool(tenant_ids) and (obj is None or obj.tenant_id in tenant_ids)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -189,7 +200,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def get_list_display(self, request: HttpRequest) -> Any:
         # One tenant's name on every row is width the other columns need (a change list must fit 1280 px).
         columns = super().get_list_display(request)
-        if "tenant" in columns and len(editable_tenants(request)) < 2:
+        if "tenant" in columns and len(self._scope(request)) < 2:
             return [column for column in columns if column != "tenant"]
         return columns
 
@@ -198,7 +209,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         if request.user.is_superuser:
             # Every tenant but the private stores: a conversation's files are its owner's alone.
             return queryset.filter(tenant__private_to__isnull=True)
-        return queryset.filter(tenant__in=editable_tenants(request))
+        return queryset.filter(tenant__in=self._scope(request))
 
 
 def admin_time_texts(value: datetime) -> dict[str, str]:

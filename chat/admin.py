@@ -1,7 +1,7 @@
 """Chat in the admin, read-only: readers' feedback on answers, and the files they attached to conversations.
 
 Tenancy as in the knowledge admin: superusers see every tenant; other staff see only the
-feedback of tenants where they are editors or admins (``accounts.access.editable_tenants``),
+feedback of tenants where they are admins (issue 34: feedback quotes answers from restricted documents),
 and the tenant filter lists only those. Feedback is what readers chose to share with the
 tenant's curators: the question, the answer, its citations and the retrieval settings.
 """
@@ -26,6 +26,9 @@ from knowledge.rag import limits
 @admin.register(Feedback)
 class FeedbackAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Thumbs up / down with comments, newest first; nothing here changes them (readers do, in the chat)."""
+
+    # Issue 34: it shows what restricted documents say (or name them) without the per-document test.
+    min_role = Role.ADMIN
 
     # Fits 1280 px beside the sidebars: the model and the full texts are on each feedback's own page.
     list_display = ["updated", "tenant", "rating", "question_preview", "comment_preview", "cited"]

@@ -321,9 +321,13 @@ def test_the_admin_lists_feedback_of_the_staffs_own_tenants_only(numbered: World
     theirs = complete(world, world.outsider, session_id=other, prompt="Globex board numbers?").json()
     world.client(world.outsider).put(turns_url(other, theirs["turn_id"], "feedback"), {"rating": "up", "comment": "Globex secret"},
                                      format="json")
-    User.objects.filter(pk__in=[world.editor.pk, world.teammate.pk, world.outsider.pk]).update(is_staff=True)
-    editor = Client()
-    editor.force_login(User.objects.get(pk=world.editor.pk))
+    User.objects.filter(pk__in=[world.owner.pk, world.editor.pk, world.teammate.pk, world.outsider.pk]).update(is_staff=True)
+    curator = Client()
+    curator.force_login(User.objects.get(pk=world.editor.pk))
+    # Feedback quotes answers drawn from documents an editor may not read (issue 34): tenant admins only.
+    assert curator.get("/admin/chat/feedback/").status_code == 403
+    editor = Client()  # below: the tenant's admin
+    editor.force_login(User.objects.get(pk=world.owner.pk))
     listing = editor.get("/admin/chat/feedback/")
     assert listing.status_code == 200
     page = listing.content.decode()

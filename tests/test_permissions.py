@@ -430,3 +430,43 @@ def test_odd_names_are_400s_or_404s_never_5xx(team: Team) -> None:
     assert admin.delete("/v1/groups/payroll/members/a%00b").status_code == 404
     assert admin.delete("/v1/groups/a%00b").status_code == 404
     assert admin.post("/v1/groups", {"name": "x" * 65}, format="json").status_code == 400
+
+
+def test_the_admins_upload_form_never_replaces_a_document_the_editor_may_not_read(team: Team) -> None:
+    """Review of issue 34: the admin's paste and upload form refuse a restricted id for an editor outside
+    its list, as the API does, and change nothing of it."""
+    from django.contrib.auth.models import User
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    world = team.world
+    User.objects.filter(pk__in=[world.editor.pk, world.owner.pk]).update(is_staff=True)
+    editor = Client()
+    editor.force_login(User.objects.get(pk=world.editor.pk))
+    before = Document.objects.get(tenant=world.acme, external_id="payroll/2026")
+    pasted = editor.post("/admin/knowledge/document/add/", {
+        "tenant": world.acme.pk, "external_id": "payroll/2026", "title": "Payroll 2026", "text": "Quill earns nothing.",
+        "uri": "", "metadata": "{}",
+    })
+    assert pasted.status_code == 200 and "taken by a document you may not read" in pasted.content.decode()
+    uploaded = editor.post("/admin/knowledge/document/add/", {
+        "tenant": world.acme.pk, "external_id": "payroll/2026", "title": "", "uri": "", "metadata": "{}",
+        "files": SimpleUploadedFile("payroll.txt", b"Quill earns nothing."),
+    })
+    assert uploaded.status_code == 200 and "taken by a document you may not read" in uploaded.content.decode()
+    after = Document.objects.get(pk=before.pk)
+    assert (after.source_text, after.source_file, after.version, after.access) == (
+        before.source_text, before.source_file, before.version, before.access)
+    # A new id is the editor's to write; and the tenant's admin may replace the restricted one.
+    fresh = editor.post("/admin/knowledge/document/add/", {
+        "tenant": world.acme.pk, "external_id": "notes/new", "title": "New", "text": "A new note.", "uri": "", "metadata": "{}",
+    })
+    assert fresh.status_code == 302 and Document.objects.filter(tenant=world.acme, external_id="notes/new").exists()
+    owner = Client()
+    owner.force_login(User.objects.get(pk=world.owner.pk))
+    replaced = owner.post("/admin/knowledge/document/add/", {
+        "tenant": world.acme.pk, "external_id": "payroll/2026", "title": "Payroll 2026", "text": "Payroll, corrected.",
+        "uri": "", "metadata": "{}",
+    })
+    assert replaced.status_code == 302
+    assert Document.objects.get(pk=before.pk).source_text == "Payroll, corrected."

@@ -58,3 +58,50 @@ def test_a_sources_access_list_reaches_its_documents_and_follows_changes(share: 
     assert finds(stranger) and not finds(world.teammate)
     source_update(source=source, access={}, actor="t")
     assert finds(stranger) and finds(world.teammate)
+
+
+def test_a_sync_never_widens_a_document_an_admin_narrowed_and_only_admins_change_a_sources_list(
+    share: Path, world: World,
+) -> None:
+    """Review of issue 34: a source's list is the default of the documents it creates; a later sync keeps
+    a document's own list, and an editor cannot reach restricted documents by changing the source's list."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from accounts.services import api_token_create
+    from knowledge.services.access import access_principals, document_access_set
+
+    async_to_sync(rag.default_embedder().embed)(["warm up"])
+    group = Group.objects.create(tenant=world.acme, name="hr")
+    source = source_create(tenant=world.acme, name="HR", kind="folder", config={"path": str(share)}, actor="t")
+    sync(source)
+    assert process_queued() == ["ready"]
+    narrowed = access_principals(tenant=world.acme, groups=["hr"])
+    document_access_set(documents=Document.objects.filter(external_id="hr/case.txt"), principals=narrowed, actor="admin")
+    (share / "case.txt").write_text("HR case 77: a grievance about the Periwinkle project manager, reopened.\n")
+    sync(source)
+    process_queued()
+    assert Document.objects.get(external_id="hr/case.txt").access == [f"g:{group.pk}"]  # the sync kept it narrow
+
+    _, editor_token = api_token_create(tenant=world.acme, owner=world.editor, role=Role.EDITOR)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {editor_token}")
+    refused = api.patch(f"/v1/sources/{source.pk}", {"access": {}}, format="json")
+    assert refused.status_code == 403 and "admin role" in refused.json()["detail"]
+    assert Document.objects.get(external_id="hr/case.txt").access == [f"g:{group.pk}"]
+    _, owner_token = api_token_create(tenant=world.acme, owner=world.owner, role=Role.ADMIN)
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {owner_token}")
+    assert api.patch(f"/v1/sources/{source.pk}", {"access": {}}, format="json").status_code == 200
+    assert Document.objects.get(external_id="hr/case.txt").access == ["*"]
+
+    # The admin's form: an editor's save leaves the list alone (its fields are disabled).
+    document_access_set(documents=Document.objects.filter(external_id="hr/case.txt"), principals=narrowed, actor="admin")
+    source_update(source=source, access={"groups": ["hr"]}, actor="admin")
+    User.objects.filter(pk=world.editor.pk).update(is_staff=True)
+    staff = Client()
+    staff.force_login(User.objects.get(pk=world.editor.pk))
+    page = staff.get(f"/admin/sources/source/{source.pk}/change/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    assert form.fields["access_groups"].disabled and form.fields["access_users"].disabled

@@ -147,7 +147,7 @@ def test_chat_request_validates_rerank(rusty: World) -> None:
 def test_agent_and_mcp_tools_take_rerank(rusty: World, settings: Any, tmp_path: Path) -> None:
     schema = next(s for s in tool_specs(graph_search=False) if s["function"]["name"] == "hybrid_search")
     assert schema["function"]["parameters"]["properties"]["rerank"]["enum"] == ["none", "colbert"]
-    toolbox = Toolbox(tenant=rusty.acme, graph_search=False, sources=[])
+    toolbox = Toolbox(tenant=rusty.acme, graph_search=False, sources=[], reader=None)
     found = async_to_sync(toolbox.find)("hybrid_search", {"query": QUESTION, "limit": 2, "rerank": "colbert"})
     assert not isinstance(found, ToolFailure) and found.hits[0][0].document_id == "answer" and "rerank" not in found.extra
     plain = async_to_sync(toolbox.find)("hybrid_search", {"query": QUESTION, "limit": 2})  # QUARRY_CHAT_RERANK: none

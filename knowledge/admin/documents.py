@@ -39,6 +39,7 @@ from knowledge.sources.models import Source
 from knowledge.services.access import AccessError, access_describe, access_principals, document_access_set, is_restricted
 from knowledge.services.documents import (
     DocumentInputError,
+    DocumentNotReadable,
     document_cancel,
     document_delete_many,
     document_reindex,
@@ -298,21 +299,26 @@ class DocumentAdmin(TenantScopedAdmin):
         form = DocumentUploadForm(request.POST or None, request.FILES or None, tenants=tenants)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
+            # An editor replaces only documents they may read (issue 34), as the API's writes do.
+            reader = staff_reader(request, data["tenant"])
+            readable = None if reader is None else list(reader.principals)
             try:
                 if data["files"]:
                     documents = document_upload_create(
                         tenant=data["tenant"], files=data["files"], actor=actor_of(request),
                         document_ids=[data["external_id"]] if data["external_id"] else None,
-                        title=data["title"], uri=data["uri"], metadata=data["metadata"],
+                        title=data["title"], uri=data["uri"], metadata=data["metadata"], readable=readable,
                     )
                 else:
                     external_id = data["external_id"] or document_id_from_filename(data["title"])
                     documents = [document_text_save(
                         tenant=data["tenant"], external_id=external_id, text=data["text"], actor=actor_of(request),
-                        title=data["title"], uri=data["uri"], metadata=data["metadata"],
+                        title=data["title"], uri=data["uri"], metadata=data["metadata"], readable=readable,
                     )]
             except DocumentInputError as exc:
                 add_input_error(form, exc)
+            except DocumentNotReadable:
+                form.add_error("external_id", "This id is taken by a document you may not read: choose another id.")
             else:
                 self._report_upload(request, documents)
                 return HttpResponseRedirect(reverse("admin:knowledge_document_changelist"))

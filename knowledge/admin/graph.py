@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from accounts.models import Role
 from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin
 from knowledge.models import Entity
 from knowledge.selectors import entity_mentions, entity_neighbors
@@ -17,6 +18,9 @@ from knowledge.selectors import entity_mentions, entity_neighbors
 @admin.register(Entity)
 class EntityAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """A tenant's entities (read-only: the graph follows the chunks): each with its mentions and its neighbours."""
+
+    # Issue 34: it shows what restricted documents say (or name them) without the per-document test.
+    min_role = Role.ADMIN
 
     list_display = ["name", "tenant", "type", "chunk_count", "defined_count"]
     list_filter = ["type", TenantFilter]

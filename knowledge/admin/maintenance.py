@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html
 
+from accounts.models import Role
 from accounts.web import ReadOnlyAdmin, TenantFilter, TenantScopedAdmin, admin_time, tenant_choices
 from knowledge.admin.documents import actor_of
 from knowledge.models import AuditEvent, EmbeddingMigration, EmbeddingMigrationStatus, IndexRebuild, SearchLanguage
@@ -24,6 +25,9 @@ from knowledge.services import index_health, reembedding, text_search
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin, TenantScopedAdmin):
     """Who changed what: read-only."""
+
+    # Issue 34: it shows what restricted documents say (or name them) without the per-document test.
+    min_role = Role.ADMIN
 
     list_display = ["when", "tenant", "action", "actor", "trigger", "documents", "chunk_count"]
     list_filter = ["action", "trigger", TenantFilter]

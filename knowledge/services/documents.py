@@ -289,11 +289,13 @@ def document_text_save(
     uri: str = "",
     metadata: Mapping[str, object] | None = None,
     access: Sequence[str] | None = None,
+    readable: Sequence[str] | None = None,
 ) -> Document:
-    """Create or replace a document from pasted text and queue it for processing (``access``: as
-    ``document_upload_create``'s).
+    """Create or replace a document from pasted text and queue it for processing (``access`` and
+    ``readable``: as ``document_upload_create``'s).
 
-    Raises ``DocumentInputError`` for a bad id, empty or oversized text, title, URI or metadata.
+    Raises ``DocumentInputError`` for a bad id, empty or oversized text, title, URI or metadata, and
+    ``DocumentNotReadable`` when ``external_id`` is a document ``readable`` does not reach.
     """
     external_id = _check_document_id(external_id, "external_id")
     if not text.strip():
@@ -304,6 +306,8 @@ def document_text_save(
     _check_title_uri(title, uri)
     with transaction.atomic():
         document, _ = _lock_or_create(tenant, external_id)
+        if readable is not None and not set(document.access) & set(readable):
+            raise DocumentNotReadable(document.external_id)  # rolled back: a new row would not exist
         changed = _use_text_source(document, text)
         document.title = title
         document.uri = uri

@@ -15,6 +15,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from accounts.models import Role, Tenant
+from accounts.selectors import membership_role
 from accounts.web import TenantFilter, TenantScopedAdmin, tenant_choices
 from knowledge.sources.connectors.base import ConfigError
 from knowledge.sources.models import Source, SourceSync
@@ -53,6 +55,9 @@ class SourceForm(forms.ModelForm):
             names = source_access_names(self.instance)
             self.initial.setdefault("access_groups", ", ".join(names["groups"]))
             self.initial.setdefault("access_users", ", ".join(names["users"]))
+            if request is not None and not _is_tenant_admin(request, self.instance.tenant):
+                # Shown, not changed: a change reaches restricted documents the editor may not read (issue 34).
+                self.fields["access_groups"].disabled = self.fields["access_users"].disabled = True
 
     def access(self) -> dict[str, list[str]]:
         """The access list the form asks for, by names."""
@@ -203,8 +208,11 @@ class SourceAdmin(TenantScopedAdmin):
         # The form has checked and probed the configuration already.
         if change:
             config = data["config"] if "config" in form.changed_data else UNSET
+            # A change of the access list reaches every document the source wrote, restricted ones included
+            # (issue 34): the tenant's admins only; an editor's form shows it disabled.
+            access = form.access() if _is_tenant_admin(request, obj.tenant) else UNSET
             saved = source_update(source=obj, name=data["name"], config=config, schedule_minutes=data.get("schedule_minutes"),
-                                  enabled=data["enabled"], actor=actor, probe=False, access=form.access())
+                                  enabled=data["enabled"], actor=actor, probe=False, access=access)
         else:
             saved = source_create(tenant=data["tenant"], name=data["name"], kind=data["kind"], config=data["config"],
                                   schedule_minutes=data.get("schedule_minutes"), enabled=data["enabled"], actor=actor, probe=False,
@@ -224,3 +232,7 @@ class SourceAdmin(TenantScopedAdmin):
         names = [f"{o.name} (and its documents, in the background)" for o in objs]
         return names, {"sources": len(names)}, set(), []
 
+
+def _is_tenant_admin(request: HttpRequest, tenant: Tenant) -> bool:
+    """Whether ``request.user`` may change ``tenant``'s access lists (a superuser, or the tenant's admin)."""
+    return bool(request.user.is_superuser) or membership_role(user=request.user, tenant=tenant) == Role.ADMIN

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.access import get_for_tenant, resolve_tenant_context
+from accounts.models import Role
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictIntegerField, TenantField
 from knowledge.sources.connectors.base import ConfigError
@@ -192,6 +193,9 @@ class SourceDetailApi(_ReadOrEdit):
         data = SourceUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        if "access" in v and not ctx.has_role(Role.ADMIN):
+            # A change reaches every document the source wrote, restricted ones included (issue 34).
+            raise exceptions.PermissionDenied(f"Changing a source's access list needs the admin role in tenant {ctx.tenant.slug}.")
         try:
             source = source_update(source=source, name=v.get("name", UNSET), config=v.get("config", UNSET),
                                    schedule_minutes=v.get("schedule_minutes", UNSET), enabled=v.get("enabled", UNSET), actor=ctx.actor,

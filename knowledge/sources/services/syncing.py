@@ -269,7 +269,10 @@ class _Run:
                         document_upload_create(
                             tenant=self.source.tenant, files=[upload], actor=f"source {self.source.key}", document_ids=[write.document_id],
                             title=item.title, uri=item.uri[:2048], metadata={"source": self.source.key, "path": item.path[:10_000]},
-                            access=list(self.source.access),  # the source's default access list, on every write
+                            # The source's default access list for a new document; a document it wrote before keeps
+                            # its own (an admin may have narrowed it since: a sync must never widen it again).
+                            access=None if Document.objects.filter(tenant=self.source.tenant, external_id=write.document_id).exists()
+                            else list(self.source.access),
                         )
                         SourceItem.objects.update_or_create(source=self.source, path=item.path, defaults={
                             "document_id": write.document_id, "version": item.version[:200], "content_hash": write.digest,
