@@ -57,7 +57,7 @@ def test_with_database_url_that_server_is_used_and_migrates_without_pgvector() -
         with psycopg.connect(url) as conn:
             assert conn.execute("SELECT count(*) FROM accounts_tenant").fetchone() == (0,)
             assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (0,)
-            # knowledge/0018's keys, built concurrently outside a transaction, are there and valid on 15 too.
+            # knowledge/0020's keys, built concurrently outside a transaction, are there and valid on 15 too.
             keys = conn.execute(
                 "SELECT con.conname, i.indisvalid FROM pg_constraint con JOIN pg_index i ON i.indexrelid = con.conindid "
                 "WHERE con.conname IN ('chunk_tenant_id_unique', 'document_tenant_id_unique') ORDER BY 1"

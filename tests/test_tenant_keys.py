@@ -1,4 +1,4 @@
-"""Tenant data's keys hold the tenant (migration knowledge/0018; README, "Beyond one database"), and the
+"""Tenant data's keys hold the tenant (migration knowledge/0020; README, "Beyond one database"), and the
 tenant foreign keys they cover keep no index of their own. The same migration on PostgreSQL 15 without
 pgvector is tests/test_startup.py's."""
 
