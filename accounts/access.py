@@ -26,7 +26,7 @@ from django.http import Http404, HttpRequest
 from rest_framework import exceptions
 from rest_framework.request import Request
 
-from accounts.models import TENANT_SLUG_RE, ApiToken, Role, Tenant
+from accounts.models import TENANT_SLUG_RE, ApiToken, Membership, Role, Tenant
 from accounts.selectors import group_ids_for, membership_role, tenant_get, tenants_for_user
 
 M = TypeVar("M", bound=models.Model)
@@ -230,9 +230,27 @@ def editable_tenants(request: HttpRequest) -> list[Tenant]:
     cached = getattr(request, "_quarry_editable_tenants", None)
     if cached is None:
         user = request.user
-        cached = tenants_for_user(user=user, min_role=Role.EDITOR) if user.is_active and user.is_staff else []  # type: ignore[arg-type]
+        if not (user.is_active and user.is_staff):
+            cached = []
+        elif user.is_superuser:
+            cached = tenants_for_user(user=user, min_role=Role.EDITOR)  # type: ignore[arg-type]
+        else:
+            # The user's role rides along (``staff_role``) in the same statement: ``admin_tenants`` reads it
+            # without a query of its own for every admin page the sidebar asks about.
+            role = Membership.objects.filter(tenant=models.OuterRef("pk"), user=user).values("role")[:1]
+            cached = list(
+                Tenant.objects.filter(memberships__user=user, memberships__role__in=[Role.EDITOR, Role.ADMIN])
+                .annotate(staff_role=models.Subquery(role)).distinct()
+            )
         request._quarry_editable_tenants = cached  # type: ignore[attr-defined]
     return cached
+
+
+def admin_tenants(request: HttpRequest) -> list[Tenant]:
+    """The ``editable_tenants`` where the staff user is the tenant's admin (every one for superusers)."""
+    if request.user.is_superuser:
+        return editable_tenants(request)
+    return [t for t in editable_tenants(request) if getattr(t, "staff_role", None) == Role.ADMIN]
 
 
 # --- Management commands ------------------------------------------------------------------------
