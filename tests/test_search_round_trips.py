@@ -22,12 +22,19 @@ from tests.conftest import World, backend_setting
 BOUNDS = {"keyword": 2, "semantic": 2, "hybrid": 3}
 
 
-@pytest.mark.django_db
+# Committed and flushed (not rolled back): the VACUUM below needs its own transaction.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("path", ["exact", "ann"])
 @pytest.mark.parametrize("mode", sorted(BOUNDS))
 def test_a_search_costs_a_bounded_number_of_round_trips_and_finds_its_tenant_once(settings, world: World, mode: str, path: str) -> None:  # type: ignore[no-untyped-def]
     if path == "ann":
         settings.QUARRY_RAG_BACKEND = backend_setting(exact_max_chunks=0)  # every tenant through the HNSW index
+        # The suite's earlier tests leave dead entries in the shared HNSW index (rolled-back inserts) until a
+        # vacuum. An iterative scan walking enough of them stops short of this tenant's rows, and the plan
+        # rightly searches again exactly: a third statement that depends on what ran before. Production has
+        # autovacuum; here the index starts as it would after one.
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM knowledge_chunk")
     index_world(world)
     # More chunks than a page, so the HNSW path's page comes back full (a short one is searched again, exactly).
     async_to_sync(rag.tenant_service("acme").ingest)(
