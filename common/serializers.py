@@ -17,21 +17,24 @@ from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-NOT_ACCEPTED = "Not accepted."
+NOT_ACCEPTED = "Not accepted."  # the start of every unknown field's message (clients match on it)
 TENANT_RE = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"  # accounts.models.TENANT_SLUG_RE (config imports no app)
 _TENANT = re.compile(TENANT_RE)
 TENANT_HELP = "Tenant slug; default: the token's tenant (with a browser session: DEFAULT). Any other tenant is 404."
 
 
 class ClosedSerializer(serializers.Serializer):
-    """Refuses fields it does not declare: ``{"fields": {"foo": ["Not accepted."]}}``. In a query string,
-    a parameter given without a value (``?status=``) is refused too, where DRF would treat it as omitted."""
+    """Refuses fields it does not declare, naming the ones it takes:
+    ``{"fields": {"foo": ["Not accepted. This takes: ids, tenant."]}}``. In a query string, a parameter
+    given without a value (``?status=``) is refused too, where DRF would treat it as omitted."""
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict | QueryDict):
             extra = sorted(set(data) - set(self.fields))
             if extra:
-                raise serializers.ValidationError({key: [NOT_ACCEPTED] for key in extra})
+                # A misspelt or guessed field ("message" for "prompt") is fixed fastest when the answer lists the right ones.
+                taken = ", ".join(sorted(name for name, field in self.fields.items() if not field.read_only))
+                raise serializers.ValidationError({key: [f"{NOT_ACCEPTED} This takes: {taken}."] for key in extra})
         if isinstance(data, QueryDict):
             empty = sorted(key for key, values in data.lists() if any(value == "" for value in values))
             if empty:
