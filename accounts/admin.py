@@ -6,12 +6,18 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import Group as PermissionGroup
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.models import ApiToken, Group, Membership, Role, Tenant
 from accounts.selectors import membership_role, tenants_for_user
 from accounts.services import api_token_create, api_token_revoke
+
+
+# Django's permission groups play no part in Quarry (roles are memberships, who reads what is access
+# lists): listed beside Quarry's own groups, they were a second "Groups" that changed nothing.
+admin.site.unregister(PermissionGroup)
 
 
 # Users are chosen by typing a name (Django's autocomplete over the user admin's search fields:
