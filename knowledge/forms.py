@@ -10,14 +10,17 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.contrib.admin.widgets import FilteredSelectMultiple
+from django.contrib.auth import get_user_model
+from django.utils.html import format_html
 
-from accounts.models import Tenant
+from accounts.models import Group, Tenant
 from common.parsers import BoundedJSONFormField
 from knowledge import rag
 from knowledge.extraction import SUPPORTED
 from knowledge.models import Document
 from knowledge.rag import limits
-from knowledge.rag.types import check_filters, check_metadata
+from knowledge.rag.types import EVERYONE, check_filters, check_metadata, group_principal, user_principal
 from knowledge.services.documents import DocumentInputError
 
 
@@ -60,10 +63,18 @@ def add_input_error(form: forms.Form, exc: DocumentInputError) -> None:
         form.add_error(None, str(exc))
 
 
+class PastedTextField(forms.CharField):
+    """A document's text from a textarea, with the line ends the reader typed: browsers send every line
+    end of a textarea as CRLF, so a page saved unchanged read as a new text and was processed again."""
+
+    def to_python(self, value: Any) -> str:
+        return super().to_python(value).replace("\r\n", "\n")
+
+
 class DocumentUploadForm(forms.Form):
     tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), empty_label=None)
     files = MultipleFileField(required=False)
-    text = forms.CharField(
+    text = PastedTextField(
         required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8, "class": "vLargeTextField"}),
         label="Or paste text", help_text="Instead of files: the text of one document.",
     )
@@ -103,13 +114,33 @@ class DocumentUploadForm(forms.Form):
         return data
 
 
+class AccessPicker(FilteredSelectMultiple):
+    """The admin's two-list picker, in a box of its own: its script builds the picker at the start of the
+    select's parent, which without this box is the row itself, and the field's label then came after it."""
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+        return format_html("<div>{}</div>", super().render(name, value, attrs, renderer))
+
+
 class DocumentChangeForm(forms.ModelForm):
-    text = forms.CharField(
+    text = PastedTextField(
         required=False, strip=False, widget=forms.Textarea(attrs={"rows": 12, "class": "vLargeTextField"}),
         help_text="The document's text. Saving a change queues a new version.",
     )
     replace_file = forms.FileField(required=False, allow_empty_file=True, help_text="Upload a new version of the file.")
     metadata = BoundedJSONFormField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text=METADATA_HELP)
+
+    # Who may read it (issue 34): groups and members of the document's tenant; both empty, the whole tenant.
+    access_groups = forms.ModelMultipleChoiceField(
+        queryset=Group.objects.none(), required=False, label="Readable by groups",
+        widget=AccessPicker("groups", is_stacked=False),
+        help_text="Members of these groups (and the users below) may read it; with both empty, the whole tenant may. "
+                  "Tenant admins always read everything. Changing it takes effect at once, without processing again.",
+    )
+    access_users = forms.ModelMultipleChoiceField(
+        queryset=get_user_model().objects.none(), required=False, label="Readable by users",
+        widget=AccessPicker("users", is_stacked=False),
+    )
 
     class Meta:
         model = Document
@@ -132,6 +163,36 @@ class DocumentChangeForm(forms.ModelForm):
             # The admin lists `text` among the form's fields, so the model's `text` (empty until a
             # version lands) would be the initial value: a queued paste would open blank.
             self.initial["text"] = document.source_text or document.text
+        if document.pk:
+            self.fields["access_groups"].queryset = Group.objects.filter(tenant_id=document.tenant_id).order_by("name")
+            self.fields["access_groups"].label_from_instance = lambda group: group.name  # one tenant's: no "@ tenant"
+            self.fields["access_users"].queryset = (get_user_model().objects
+                                                   .filter(memberships__tenant_id=document.tenant_id).order_by("username"))
+            principals = list(document.access or [])
+            groups = set(self.fields["access_groups"].queryset.values_list("pk", flat=True))
+            users = set(self.fields["access_users"].queryset.values_list("pk", flat=True))
+            self.initial["access_groups"] = [int(p[2:]) for p in principals if p.startswith("g:") and int(p[2:]) in groups]
+            self.initial["access_users"] = [int(p[2:]) for p in principals if p.startswith("u:") and int(p[2:]) in users]
+            # A deleted group or a user who left the tenant is no choice, but still restricts the document
+            # (it names nobody): kept through any save, so that clearing the visible choices can never open
+            # to the whole tenant a document only admins could read.
+            self.kept_principals = [p for p in principals if p != EVERYONE and int(p[2:]) not in (groups if p[0] == "g" else users)]
+            if self.kept_principals:
+                self.fields["access_groups"].help_text += (
+                    f" It also names {len(self.kept_principals)} deleted group(s) or former member(s): they name nobody, "
+                    "so the document stays restricted even with both fields empty (use the list's Set access action to open it).")
+
+    kept_principals: list[str] = []
+
+    def access_changed(self) -> bool:
+        """Whether the user changed who may read it: only then is the list written."""
+        return bool({"access_groups", "access_users"} & set(self.changed_data))
+
+    def access_principals(self) -> list[str]:
+        """The chosen access list as principals, with ``kept_principals``; ``[EVERYONE]`` when that is empty."""
+        chosen = [group_principal(g.pk) for g in self.cleaned_data.get("access_groups") or []]
+        chosen += [user_principal(u.pk) for u in self.cleaned_data.get("access_users") or []]
+        return chosen + self.kept_principals or [EVERYONE]
 
     def clean_metadata(self) -> dict[str, object]:
         return clean_metadata_value(self.cleaned_data.get("metadata"))

@@ -170,6 +170,11 @@ class DocumentAdmin(TenantScopedAdmin):
         if obj is None or not DocumentChangeForm.edits_text(obj):
             fieldsets = [(name, {**options, "fields": [f for f in options["fields"] if f != "text"]})
                          for name, options in fieldsets]
+        if obj is not None and self.has_change_permission(request, obj):
+            # Who may read it is edited here, in the form's two fields, instead of shown read-only.
+            fieldsets = [(name, {**options, "fields": [g for f in options["fields"]
+                                                       for g in (["access_groups", "access_users"] if f == "access_cell" else [f])]})
+                         for name, options in fieldsets]
         return fieldsets
 
     # --- list columns ---------------------------------------------------------------------
@@ -345,6 +350,8 @@ class DocumentAdmin(TenantScopedAdmin):
             document=obj, actor=actor_of(request), title=data["title"], uri=data["uri"], metadata=data["metadata"],
             text=data.get("text") if "text" in form.fields else None, upload=data.get("replace_file") or None,
         )
+        if form.access_changed():
+            document_access_set(documents=[obj], principals=form.access_principals(), actor=actor_of(request))
         obj.refresh_from_db()
         if queued:
             self.message_user(request, f"A new version of {state.document_label(obj)} is queued for processing.", messages.INFO)
