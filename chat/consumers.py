@@ -36,7 +36,7 @@ Server -> client: {"event": <name>, "data": {...}, "request_id": str | null}
                sources?, stop_reason?}]}  (agent sessions: one question and answer per run; ``sources``
                numbers the chunks the answer's [n] markers refer to)
   error        {error, detail}                    also for refused messages: not_authenticated (then the
-               socket closes with 4401), tenant_not_found, not_found, invalid, busy (sentences: chat.events)
+               socket closes with 4401), tenant_not_found, not_found, invalid, busy, throttled (sentences: chat.events)
 
 A tenant or session the caller cannot see is ``tenant_not_found`` / ``not_found``, exactly
 like the API's 404s: the caller learns nothing about whether it exists.
@@ -70,6 +70,7 @@ from chat.services import chat_session_create, chat_turn_select
 from chat.retrieval import withhold_unreadable
 from chat.selectors import chat_session_find, chat_transcript, chat_turn_find
 from common import replicas
+from common.throttling import Limit, Throttled
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -149,6 +150,21 @@ class Refused(Exception):
         self.detail = detail or ERRORS[code]
 
 
+@database_sync_to_async
+def _count_answer(principal: str, kind: str) -> None:
+    """Count an answer against its owner's chat or agent rate (``QUARRY_THROTTLE_CHAT`` / ``_AGENT``), the
+    same counter as their signed-in HTTP requests; ``Refused("throttled")`` over it. One answer at a time
+    per socket bounded nothing: a client opening sockets, or asking as each answer ends, was unlimited."""
+    scope = "agent" if kind == SessionKind.AGENT else "chat"
+    limit = Limit.of(scope)
+    if limit is None:
+        return
+    try:
+        limit.hit(principal, f"Too many {scope} requests for this user: at most {limit.rate}.")
+    except Throttled as exc:
+        raise Refused("throttled", f"{exc.detail}") from None
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     """One browser tab's chat connection; at most one answer in flight."""
 
@@ -221,6 +237,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         request = _request(message, kind=mode, prompt=True)
         session_id = message.get("session_id")
         ctx = await self._tenant(message.get("tenant"))
+        await _count_answer(ctx.principal, mode)  # before a new conversation is made for a refused question
         created = session_id is None
         session = await _create_session(ctx, mode) if created else await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=session_id, kind=mode)
         if session is None:
@@ -268,6 +285,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _answer(self, session: ChatSession, prompt: str, branch: Branch, request: WsRequest, request_id: str | None) -> None:
         await _check_file(session, request)
+        await _count_answer(session.principal, session.kind)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": False}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
         events = answer_stream(session=session, prompt=prompt, branch=branch, **request.stream_options)

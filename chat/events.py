@@ -38,6 +38,7 @@ ERRORS: dict[str, str] = {
     "tenant_not_found": "Tenant not found.",
     "not_found": "Not found.",
     "busy": "An answer is still being written. Stop it or wait for it to finish.",
+    "throttled": "Too many questions in a short time. Wait a moment and ask again.",
 }
 # An agent run that stopped on a failing model can be resumed, and its sentence says so.
 AGENT_ERRORS: dict[str, str] = {

@@ -488,3 +488,34 @@ async def test_a_browser_that_leaves_mid_answer_closes_the_stream_quietly(caplog
         await consumer._forward(answer(), "r1")
     assert closed == [True]
     assert [r.levelname for r in caplog.records] == ["INFO"] and "left during an answer" in caplog.records[0].getMessage()
+
+
+async def test_questions_over_the_socket_count_against_the_users_chat_rate(chat_world: World, settings: Any) -> None:
+    """One answer at a time per socket bounded nothing: a client asking as each answer ended, or over several
+    sockets, was unlimited. Asks, regenerations and edits count against QUARRY_THROTTLE_CHAT, per user, and the
+    refusal stores nothing."""
+    settings.QUARRY_THROTTLE_RATES = {**settings.QUARRY_THROTTLE_RATES, "chat": "2/min"}
+    first, second = await connected(chat_world.teammate), await connected(chat_world.teammate)
+    await first.send_json_to({"tenant": "acme", "type": "ask", "request_id": "a1", "prompt": UPLOAD_QUESTION, "mode": "chat"})
+    asked = await frames_until(first)
+    assert names(asked)[-1] == "completed"
+    session_id = asked[0]["data"]["session_id"]
+    await second.send_json_to({"tenant": "acme", "type": "regenerate", "request_id": "r1", "session_id": session_id,
+                               "turn_id": asked[-1]["data"]["turn_id"]})
+    assert names(await frames_until(second))[-1] == "completed"
+    sessions_before = await sync_to_async(ChatSession.objects.count)()
+    for communicator, message in ((first, {"type": "ask", "request_id": "a2", "prompt": "And the workers?", "mode": "chat"}),
+                                  (second, {"type": "edit", "request_id": "e1", "session_id": session_id,
+                                            "turn_id": asked[-1]["data"]["prompt_turn_id"], "prompt": "Who uploads?"})):
+        await communicator.send_json_to({"tenant": "acme", **message})
+        [refused] = await frames_until(communicator)
+        assert refused["event"] == "error" and refused["data"]["error"] == "throttled", refused
+        assert "at most 2/min" in refused["data"]["detail"] and refused["request_id"] == message["request_id"]
+    assert await sync_to_async(ChatSession.objects.count)() == sessions_before  # no conversation made for a refused ask
+    assert len(await turns_of(session_id)) == 3  # the question and its two answers; nothing of the refused edit
+    # Another user's budget is their own.
+    other = await connected(chat_world.owner)
+    await other.send_json_to({"tenant": "acme", "type": "ask", "request_id": "o1", "prompt": UPLOAD_QUESTION, "mode": "chat"})
+    assert names(await frames_until(other))[-1] == "completed"
+    for communicator in (first, second, other):
+        await communicator.disconnect()
