@@ -49,7 +49,7 @@ async def one_run(session: Any, prompt: str) -> dict[str, Any]:
     started = time.perf_counter()
     out: dict[str, Any] = {"to_step_ms": None, "tool_step_ms": None, "total_ms": None, "error": None, "stop_reason": None}
     step_at = None
-    async with aclosing(agent_stream(session=session, prompt=prompt)) as events:
+    async with aclosing(agent_stream(session=session, prompt=prompt, reader=None)) as events:
         async for event in events:
             now = time.perf_counter()
             if event["event"] == "step" and step_at is None:

@@ -71,6 +71,7 @@ from chat.retrieval import withhold_unreadable
 from chat.selectors import chat_session_find, chat_transcript, chat_turn_find
 from common import replicas
 from common.throttling import Limit, Throttled
+from knowledge import rag
 from knowledge.rag import limits
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,9 @@ CLOSE_NOT_AUTHENTICATED = 4401
 MAX_FRAME_CHARS = 1 << 20
 MAX_REQUEST_ID_CHARS = 64
 
-# The stream each mode forwards, called as ``stream(session=<ChatSession of that kind>, prompt=<str>)``;
-# the agent runs with its default bounds (DEFAULT_MAX_STEPS steps; graph search when the message asks for it).
+# The stream each mode forwards, called as ``stream(session=<ChatSession of that kind>, prompt=<str>, reader=<the
+# message's rag.Reader>)``; the agent runs with its default bounds (DEFAULT_MAX_STEPS steps; graph search when
+# the message asks for it).
 STREAMS: dict[str, Callable[..., AsyncIterator[ChatEvent | AgentEvent]]] = {
     SessionKind.CHAT: answer_stream,
     SessionKind.AGENT: agent_stream,
@@ -114,10 +116,18 @@ def _create_session(ctx: TenantContext, kind: str) -> ChatSession:
     return chat_session_create(tenant=ctx.tenant, principal=ctx.principal, kind=kind)
 
 
+@database_sync_to_async
+def _reader(ctx: TenantContext) -> rag.Reader | None:
+    """The caller as this message reads: their groups read now, so a change counts from the next message."""
+    return rag.reader_of(ctx)
+
+
 _find_session = database_sync_to_async(chat_session_find)
-def _visible_transcript(*, session: Any) -> Any:
-    """The transcript as its owner may see it now (citations of passages they can no longer read withheld)."""
-    return withhold_unreadable(chat_transcript(session=session), tenant_id=session.tenant_id, principal=session.principal)
+
+
+def _visible_transcript(*, session: Any, reader: rag.Reader | None) -> Any:
+    """The transcript as ``reader`` may see it now (citations of passages they can no longer read withheld)."""
+    return withhold_unreadable(chat_transcript(session=session), tenant_id=session.tenant_id, reader=reader)
 
 
 _transcript = database_sync_to_async(_visible_transcript)
@@ -243,13 +253,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if session is None:
             raise Refused("not_found")
         await _check_file(session, request)
+        reader = await _reader(ctx)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": created}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        events = STREAMS[mode](session=session, prompt=request.prompt, **request.stream_options)
+        events = STREAMS[mode](session=session, prompt=request.prompt, reader=reader, **request.stream_options)
         self.answering = asyncio.create_task(self._forward(events, request_id))
 
-    async def _chat_turn(self, message: dict[str, Any], role: TurnRole | None) -> tuple[ChatSession, Any]:
-        """The caller's chat session and its turn named by the message (of ``role``), or ``not_found``."""
+    async def _chat_turn(self, message: dict[str, Any], role: TurnRole | None) -> tuple[TenantContext, ChatSession, Any]:
+        """The caller's context, their chat session and its turn named by the message (of ``role``), or ``not_found``."""
         ctx = await self._tenant(message.get("tenant"))
         session = await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=message.get("session_id"),
                                       kind=SessionKind.CHAT)
@@ -258,37 +269,40 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         turn = await _find_turn(session=session, turn_id=message.get("turn_id"), role=role)
         if turn is None:
             raise Refused("not_found")
-        return session, turn
+        return ctx, session, turn
 
     async def _regenerate(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
         request = _request(message, kind=SessionKind.CHAT, prompt=False)
-        session, answer_turn = await self._chat_turn(message, TurnRole.ASSISTANT)
+        ctx, session, answer_turn = await self._chat_turn(message, TurnRole.ASSISTANT)
         question = await _find_turn(session=session, turn_id=answer_turn.parent_id, role=TurnRole.USER)
         if question is None:  # pragma: no cover - every stored answer follows its question
             raise Refused("not_found")
-        await self._answer(session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk), request, request_id)
+        await self._answer(ctx, session, question.content, Branch(parent_id=question.parent_id, question_id=question.pk),
+                           request, request_id)
 
     async def _edit(self, message: dict[str, Any], request_id: str | None) -> None:
         if self.answering is not None and not self.answering.done():
             raise Refused("busy")
         request = _request(message, kind=SessionKind.CHAT, prompt=True)
-        session, question = await self._chat_turn(message, TurnRole.USER)
+        ctx, session, question = await self._chat_turn(message, TurnRole.USER)
         assert request.prompt is not None
-        await self._answer(session, request.prompt, Branch(parent_id=question.parent_id), request, request_id)
+        await self._answer(ctx, session, request.prompt, Branch(parent_id=question.parent_id), request, request_id)
 
     async def _select(self, message: dict[str, Any], request_id: str | None) -> None:
-        session, turn = await self._chat_turn(message, None)
+        ctx, session, turn = await self._chat_turn(message, None)
         await _select_turn(session=session, turn=turn)
-        await self._send("history", await _transcript(session=session), request_id)
+        await self._send("history", await _transcript(session=session, reader=await _reader(ctx)), request_id)
 
-    async def _answer(self, session: ChatSession, prompt: str, branch: Branch, request: WsRequest, request_id: str | None) -> None:
+    async def _answer(self, ctx: TenantContext, session: ChatSession, prompt: str, branch: Branch, request: WsRequest,
+                      request_id: str | None) -> None:
         await _check_file(session, request)
         await _count_answer(session.principal, session.kind)
+        reader = await _reader(ctx)
         await self._send("session", {"session_id": session.public_id, "kind": session.kind, "created": False}, request_id)
         self.answering_request, self.answering_session = request_id, session.public_id
-        events = answer_stream(session=session, prompt=prompt, branch=branch, **request.stream_options)
+        events = answer_stream(session=session, prompt=prompt, reader=reader, branch=branch, **request.stream_options)
         self.answering = asyncio.create_task(self._forward(events, request_id))
 
     async def _cancel(self, message: dict[str, Any], request_id: str | None) -> None:
@@ -302,7 +316,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         session = await _find_session(tenant=ctx.tenant, principal=ctx.principal, session_id=message.get("session_id"))
         if session is None:
             raise Refused("not_found")
-        await self._send("history", await _transcript(session=session), request_id)
+        await self._send("history", await _transcript(session=session, reader=await _reader(ctx)), request_id)
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 ``answer_stream`` is the one async generator every transport forwards (the SSE
 view, the WebSocket consumer, the CLI); ``answer`` collects it for the JSON
 response. Neither checks access: callers pass a session they already loaded
-through the access helper for the caller's tenant and principal.
+through the access helper for the caller's tenant and principal, and the
+caller's reader as their request reads (``rag.reader_of(ctx)``).
 
 Privacy: nothing here logs a prompt, a passage or a model output. Failures are
 normalized into an ``error`` event with a fixed code and sentence; the
@@ -119,6 +120,7 @@ async def answer_stream(
     *,
     session: ChatSession,
     prompt: str,
+    reader: rag.Reader | None,
     template: str = "default",
     options: RetrievalOptions | None = None,
     branch: Branch | None = None,
@@ -129,14 +131,17 @@ async def answer_stream(
 
     Preconditions: ``session`` was loaded for the caller's tenant and principal
     (with ``session.tenant`` available); ``prompt`` is non-blank and within the
-    search bounds (16,384 characters). ``options``: the request's retrieval options
+    search bounds (16,384 characters). ``reader``: who asks, as the request reads (``rag.reader_of(ctx)`` of
+    the request's context, read for this request: an API token's role cap and a membership or access change
+    count from this answer on; None only for who reads everything); no passage it may not read is context.
+    It is required so no transport can forget it. ``options``: the request's retrieval options
     (``RetrievalOptions.of``; None: the server's defaults); an ``identifier`` among them the
     caller checked names one of the session's files. The exchange is stored only when the
     answer completed. Cancelling the consumer (a client that disconnects)
     closes the model stream and stores nothing. ``branch``: where the exchange
     goes in the conversation (regenerate, edit); None continues the current thread.
     """
-    turn = await _retrieve(session=session, prompt=prompt, options=options or RetrievalOptions.of(), branch=branch)
+    turn = await _retrieve(session=session, prompt=prompt, options=(options or RetrievalOptions.of()).for_reader(reader), branch=branch)
     if not isinstance(turn, _Turn):
         yield turn
         return
@@ -158,13 +163,10 @@ async def _retrieve(*, session: ChatSession, prompt: str, options: RetrievalOpti
         if branch is None:
             branch = Branch(parent_id=await db_step(session_head, session=session))
         store = await db_step(session_store_slug, session=session)
-        # The asker's access, read now: an unreadable passage is never context, and a membership or
-        # access change counts from this answer on.
-        reader = await db_step(rag.reader_for_principal, tenant_id=tenant.pk, principal=session.principal)
     except DatabaseError as exc:
         logger.error("chat memory or attached files unavailable: %s", type(exc).__name__)
         return _error("database_unavailable")
-    options = options.with_store(store).for_reader(reader)
+    options = options.with_store(store)
     try:
         hits, graph = await retrieve(tenant=tenant, prompt=prompt, options=options)
     except RetrievalFailed as exc:
@@ -271,11 +273,12 @@ async def _record(turn: _Turn, generated: _Generated) -> ChatEvent:
 
 
 async def answer(
-    *, session: ChatSession, prompt: str, template: str = "default", options: RetrievalOptions | None = None,
-    branch: Branch | None = None,
+    *, session: ChatSession, prompt: str, reader: rag.Reader | None, template: str = "default",
+    options: RetrievalOptions | None = None, branch: Branch | None = None,
 ) -> ChatResponse:
     """``answer_stream``'s ``completed`` event, the JSON response; raises ``ChatFailed`` on an ``error`` event."""
-    async with aclosing(answer_stream(session=session, prompt=prompt, template=template, options=options, branch=branch)) as events:
+    async with aclosing(answer_stream(session=session, prompt=prompt, reader=reader, template=template, options=options,
+                                      branch=branch)) as events:
         async for event in events:
             if event["event"] == "completed":
                 return event["data"]  # type: ignore[return-value]  # ChatResponse is exactly CompletedData

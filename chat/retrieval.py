@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
+from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from chat.events import GRAPH_NOT_BUILT, GRAPH_NOT_KEPT, GRAPH_UNAVAILABLE, GRAPH_USED, GraphSearchDiagnostics
 from chat.llm.selection import bridge_query
@@ -93,7 +94,7 @@ class RetrievalOptions:
         return rag.parse_rerank(self.rerank or settings.QUARRY_CHAT_RERANK) == "colbert"
 
     def for_reader(self, reader: rag.Reader | None) -> RetrievalOptions:
-        """These options as ``reader`` retrieves (``rag.reader_for_principal``, resolved for this request)."""
+        """These options as ``reader`` retrieves (the request's ``rag.reader_of(ctx)``, resolved for this request)."""
         return dataclasses.replace(self, reader=reader)
 
     def with_store(self, store: str | None) -> RetrievalOptions:
@@ -346,33 +347,52 @@ def graph_diagnostic(result: rag.GraphSearchResult, used: list[rag.RAGHit]) -> G
 # --- What a conversation may still show of what it cited (issue 34) -------------------------------
 
 WITHHELD: dict[str, Any] = {"document_id": "", "chunk_id": "", "score": 0.0, "withheld": True}
+# A withheld chunk id in a list of ids (an agent run's ``steps[].calls[].chunk_ids``): empty, as in WITHHELD.
+WITHHELD_ID = ""
 
 
-def withhold_unreadable(transcript: Any, *, tenant_id: int, principal: str) -> Any:
-    """``transcript`` (``chat.selectors.Transcript``) with every citation and agent source of a knowledge-base
-    passage its owner may no longer read (access changed, or they left the group) replaced by ``WITHHELD``:
-    the conversation keeps its numbering, but neither the passage nor its document's id. Read now, in one
-    query on the chunks' access column; passages of the conversation's own files are the owner's and stay."""
-    reader = rag.reader_for_principal(tenant_id=tenant_id, principal=principal)
+def unreadable_chunks(*, tenant_id: int, chunk_ids: Iterable[str], reader: rag.Reader | None) -> set[str]:
+    """Those of ``chunk_ids`` that ``reader`` may not read now: in one query on the chunks' access column.
+    None (who reads everything) may read all; a deleted chunk is in no one's way (nobody reads it, and its
+    id is no secret of another's), so it is not among them."""
+    wanted = list(dict.fromkeys(chunk_ids))
+    if reader is None or not wanted:
+        return set()
+    found = (Chunk.objects.filter(tenant_id=tenant_id, chunk_id__in=wanted)
+             .annotate(readable=ExpressionWrapper(Q(access__overlap=reader.principals), output_field=BooleanField()))
+             .values_list("chunk_id", "readable"))
+    return {chunk_id for chunk_id, readable in found if not readable}
+
+
+def withhold_unreadable(transcript: Any, *, tenant_id: int, reader: rag.Reader | None) -> Any:
+    """``transcript`` (``chat.selectors.Transcript``, or ``{"turns": [agent run detail]}``) as ``reader`` may see it
+    now: every citation and agent source of a knowledge-base passage they may not read (access changed, they left
+    the group or the tenant, or the request's token reads below its owner's role) replaced by ``WITHHELD``, and
+    such a passage's id in an agent run's steps (``steps[].calls[].chunk_ids``) by ``WITHHELD_ID``. The
+    conversation keeps its numbering, but neither the passage nor its document's id. ``reader``: the request's
+    (``rag.reader_of(ctx)``), read for this request. Passages of the conversation's own files are the owner's
+    and stay. Changed in place, and returned."""
     if reader is None:
         return transcript
-    cited = {c["chunk_id"] for turn in transcript["turns"] for key in ("citations", "sources") for c in turn.get(key) or []
+    turns = transcript["turns"]
+    cited = {c["chunk_id"] for turn in turns for key in ("citations", "sources") for c in turn.get(key) or []
              if isinstance(c, dict) and isinstance(c.get("chunk_id"), str) and "file_id" not in c}
-    if not cited:
+    cited |= {chunk_id for turn in turns for step in turn.get("steps") or [] for call in step.get("calls") or []
+              for chunk_id in call.get("chunk_ids") or [] if isinstance(chunk_id, str)}
+    unreadable = unreadable_chunks(tenant_id=tenant_id, chunk_ids=cited, reader=reader)
+    if not unreadable:
         return transcript
-    readable = set(Chunk.objects.filter(tenant_id=tenant_id, chunk_id__in=list(cited), access__overlap=reader.principals)
-                   .values_list("chunk_id", flat=True))
-    gone = cited - set(Chunk.objects.filter(tenant_id=tenant_id, chunk_id__in=list(cited)).values_list("chunk_id", flat=True))
 
     def shown(item: Any) -> Any:
-        if not isinstance(item, dict) or "file_id" in item or not isinstance(item.get("chunk_id"), str):
+        if not isinstance(item, dict) or "file_id" in item or not isinstance(item.get("chunk_id"), str) or item["chunk_id"] not in unreadable:
             return item
-        if item["chunk_id"] in readable or item["chunk_id"] in gone:
-            return item  # readable, or deleted since (then nobody reads it: its id is no secret of another's)
         return {**WITHHELD, **({"source": item["source"]} if "source" in item else {})}
 
-    for turn in transcript["turns"]:
+    for turn in turns:
         for key in ("citations", "sources"):
             if turn.get(key):
                 turn[key] = [shown(c) for c in turn[key]]
+        for step in turn.get("steps") or []:
+            for call in step.get("calls") or []:
+                call["chunk_ids"] = [WITHHELD_ID if isinstance(c, str) and c in unreadable else c for c in call.get("chunk_ids") or []]
     return transcript

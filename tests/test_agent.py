@@ -561,7 +561,7 @@ def test_a_client_that_leaves_stops_the_run_resumably(model_world: World, fake: 
     session = ChatSession.objects.create(tenant=model_world.acme, principal="user:1", kind=SessionKind.AGENT)
 
     async def leave_after_first_step() -> None:
-        async with aclosing(agent_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
+        async with aclosing(agent_stream(session=session, prompt=UPLOAD_QUESTION, reader=None)) as events:
             async for event in events:
                 if event["event"] == "tool_result":
                     break

@@ -245,7 +245,7 @@ def test_stream_events_come_from_one_generator(world: World) -> None:
     session = chat_session_create(tenant=world.acme, principal="user:1")
 
     async def collect() -> list[str]:
-        async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
+        async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION, reader=None)) as events:
             return [event["event"] async for event in events]
 
     names = async_to_sync(collect)()
@@ -265,7 +265,7 @@ def test_completed_cites_only_the_passages_the_answer_used(world: World) -> None
     session = chat_session_create(tenant=world.acme, principal="user:1")
 
     async def collect() -> list[Any]:
-        async with aclosing(answer_stream(session=session, prompt="What does keyword search use, BM25?")) as events:
+        async with aclosing(answer_stream(session=session, prompt="What does keyword search use, BM25?", reader=None)) as events:
             return [event async for event in events]
 
     events = async_to_sync(collect)()
@@ -301,7 +301,7 @@ def test_the_pipeline_hands_the_offline_model_the_retrieval_similarities_so_it_e
     embedder.calls.clear()
 
     async def collect() -> list[Any]:
-        async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION)) as events:
+        async with aclosing(answer_stream(session=session, prompt=UPLOAD_QUESTION, reader=None)) as events:
             return [event async for event in events]
 
     events = async_to_sync(collect)()

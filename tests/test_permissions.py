@@ -43,6 +43,11 @@ class Team:
 
 @pytest.fixture
 def team(world: World) -> Team:
+    return make_team(world)
+
+
+def make_team(world: World) -> Team:
+    """``world`` with the stranger, the payroll group (the teammate in it) and the two documents."""
     stranger = make_member(world.acme, Role.READER, "stranger")
     group = Group.objects.create(tenant=world.acme, name="payroll")
     group.members.add(world.teammate)
@@ -271,15 +276,15 @@ def test_the_stream_never_carries_an_unreadable_passage(team: Team) -> None:
     from chat.models import ChatSession
     from chat.pipeline import answer_stream
 
-    async def events(user: User) -> list[dict[str, object]]:
+    async def events(user: User, reader: rag.Reader | None) -> list[dict[str, object]]:
         session = await ChatSession.objects.select_related("tenant").acreate(
             tenant=team.world.acme, principal=f"user:{user.pk}", public_id=f"session-{user.pk}x")
-        return [e async for e in answer_stream(session=session, prompt=QUESTION)]
+        return [e async for e in answer_stream(session=session, prompt=QUESTION, reader=reader)]
 
-    stranger = async_to_sync(events)(team.stranger)
+    stranger = async_to_sync(events)(team.stranger, team.reader(team.stranger))
     assert [e["event"] for e in stranger][0] == "citations" and stranger[-1]["event"] == "completed"
     assert "payroll/2026" not in str(stranger) and "91,500" not in str(stranger)
-    member = async_to_sync(events)(team.world.teammate)
+    member = async_to_sync(events)(team.world.teammate, team.reader(team.world.teammate))
     assert "payroll/2026" in str(member[0]) and "91,500" in str(member)
 
 

@@ -1,10 +1,10 @@
 """The retrieval agent: bounded multi-step tool use over the caller's tenant, persisted runs, resume.
 
-    async for event in agent_stream(session=session, prompt="...", max_steps=4, graph_search=False):
+    async for event in agent_stream(session=session, prompt="...", reader=rag.reader_of(ctx), max_steps=4, graph_search=False):
         ...  # run, text_delta, step, tool_result, ..., citations, usage, completed | error (chat.agent.events)
 
     run = agent_run_claim(run=run, max_steps=4, graph_search=False)   # sync; raises RunNotResumable
-    async for event in agent_resume_stream(session=session, run=run):
+    async for event in agent_resume_stream(session=session, run=run, reader=rag.reader_of(ctx)):
         ...
 
 ``collect_agent(events)`` turns either stream into the JSON response (raising

@@ -4,7 +4,8 @@
 ``agent_run_claim``) are the async generators every transport forwards (SSE,
 WebSocket); ``collect_agent`` turns one into the JSON response. None of them
 checks access: callers pass a session (and run) they loaded through the access
-helper for the caller's tenant and principal.
+helper for the caller's tenant and principal, and the caller's reader as their
+request reads (``rag.reader_of(ctx)``).
 
 Bounds of one invocation: at most ``max_steps`` tool-using steps, then one turn
 without tools to write the answer (``max_steps``); a call identical to an
@@ -45,10 +46,11 @@ from chat.agent.events import (
 from chat.agent.model import ToolCallRequest, TurnResult, stream_turn
 from chat.agent.selectors import agent_memory
 from chat.agent.services import RunProgress, agent_run_answer, agent_run_checkpoint, agent_run_start, agent_run_stop
-from chat.agent.tools import ParsedCall, Source, Toolbox, ToolOutcome, tool_specs
+from chat.agent.tools import ParsedCall, Source, Toolbox, ToolOutcome, tool_specs, withhold_passages
 from chat.events import AGENT_ERRORS, Citation, Usage
 from chat.llm import CatalogError, ModelUnavailable, ReasoningDelta, TextDelta
 from chat.models import AgentRun, ChatSession, StopReason
+from chat.retrieval import unreadable_chunks
 from common.db import db_step
 from knowledge import rag
 from knowledge.rag import limits
@@ -126,14 +128,17 @@ async def _tenant_of(session: ChatSession) -> Any:
 
 
 async def agent_stream(
-    *, session: ChatSession, prompt: str, max_steps: int = DEFAULT_MAX_STEPS, graph_search: bool = False
+    *, session: ChatSession, prompt: str, reader: rag.Reader | None, max_steps: int = DEFAULT_MAX_STEPS,
+    graph_search: bool = False,
 ) -> AsyncIterator[AgentEvent]:
     """Start a run of ``prompt`` in the agent ``session`` and stream it (see ``chat.agent.events``).
 
     Preconditions: ``session`` was loaded for the caller's tenant and principal and
     is an agent session; ``prompt`` is non-blank and at most 16,384 characters;
-    ``1 <= max_steps <= 8``. Closing the stream early (a client that left) stops
-    the run as ``cancelled``, resumable.
+    ``1 <= max_steps <= 8``. ``reader``: who asks, as the request reads (``rag.reader_of(ctx)``, read for
+    this request: an API token's role cap and a membership or access change count from this invocation
+    on; None only for who reads everything): every tool reads as them. Closing the stream early (a client
+    that left) stops the run as ``cancelled``, resumable.
     """
     _check_request(max_steps=max_steps, prompt=prompt)
     tenant = await _tenant_of(session)
@@ -148,22 +153,22 @@ async def agent_stream(
         logger.error("agent run not started: %s", type(exc).__name__)
         yield {"event": "error", "data": {"error": "database_unavailable", "detail": AGENT_ERRORS["database_unavailable"]}}
         return
-    reader = await _reader_of(session, tenant)
     async with aclosing(_Invocation(run=run, session=session, tenant=tenant, resumed=False, reader=reader).events()) as events:
         async for event in events:
             yield event
 
 
-async def agent_resume_stream(*, session: ChatSession, run: AgentRun) -> AsyncIterator[AgentEvent]:
+async def agent_resume_stream(*, session: ChatSession, run: AgentRun, reader: rag.Reader | None) -> AsyncIterator[AgentEvent]:
     """Continue ``run`` from its last completed step and stream it, like ``agent_stream``.
 
     Precondition: ``run`` belongs to ``session`` (loaded for the caller) and was
     claimed with ``chat.agent.services.agent_run_claim`` (which set this
-    invocation's ``max_steps`` and ``graph_search``).
+    invocation's ``max_steps`` and ``graph_search``). ``reader``: as for ``agent_stream``, read for this
+    request; what the run's tools returned earlier that it may no longer read is neither replayed to the
+    model (``withhold_passages``) nor citable.
     """
     _check_request(max_steps=run.max_steps)
     tenant = await _tenant_of(session)
-    reader = await _reader_of(session, tenant)
     async with aclosing(_Invocation(run=run, session=session, tenant=tenant, resumed=True, reader=reader).events()) as events:
         async for event in events:
             yield event
@@ -180,12 +185,6 @@ async def collect_agent(events: AsyncIterator[AgentEvent]) -> AgentResponse:
     raise AgentFailed({"error": "internal_error", "detail": AGENT_ERRORS["internal_error"]})  # pragma: no cover
 
 
-async def _reader_of(session: ChatSession, tenant: Any) -> rag.Reader | None:
-    """The run's owner as a reader of the tenant, read now (each invocation: a membership or access change
-    counts from the next run or resume)."""
-    return await db_step(rag.reader_for_principal, tenant_id=tenant.pk, principal=session.principal)
-
-
 class _Invocation:
     """One invocation of a run: a new run, or one resume. Holds what it accumulates until it is saved."""
 
@@ -194,6 +193,8 @@ class _Invocation:
         self.session = session
         self.tenant = tenant
         self.resumed = resumed
+        self.reader = reader
+        self.withheld: frozenset[str] = frozenset()  # the run's earlier passages the reader may no longer read
         self.progress = RunProgress.of(run)
         self.tools = tool_specs(graph_search=run.graph_search)
         self.toolbox = Toolbox(tenant=tenant, graph_search=run.graph_search, sources=self.progress.sources, reader=reader)
@@ -215,6 +216,8 @@ class _Invocation:
                 "max_steps": run.max_steps, "graph_search": run.graph_search,
                 "tools": [t["function"]["name"] for t in self.tools],
             }}
+            if self.resumed:
+                await self._withhold_unreadable()
             while final is None:
                 reason = self._wind_down_reason()
                 if reason is not None:
@@ -258,7 +261,8 @@ class _Invocation:
 
         assert final is not None  # the loop ends only with an answer, or returns above
         answer = final.text
-        citations = cite(answer, self.progress.sources)
+        # A withheld passage keeps its number (the run's numbering is stable) but is never cited.
+        citations = cite(answer, [s for s in self.progress.sources if s["chunk_id"] not in self.withheld])
         if stop_reason != StopReason.MAX_STEPS:
             # A finished run keeps its answer in the conversation; a resumable one continues researching instead.
             self.progress.messages.append({"role": "assistant", "content": answer})
@@ -289,6 +293,16 @@ class _Invocation:
             len(citations), finished.model, finished.provider, finished.provider_model, self._elapsed_ms(),
         )
         yield {"event": "completed", "data": response}
+
+    async def _withhold_unreadable(self) -> None:
+        """Before a resumed run's first turn: find the passages its tools returned that the reader may no longer
+        read (one query on the chunks' access) and take them out of what the model is sent again."""
+        sources = self.progress.sources
+        self.withheld = frozenset(await db_step(
+            unreadable_chunks, tenant_id=self.tenant.pk, chunk_ids=[s["chunk_id"] for s in sources], reader=self.reader,
+        ))
+        if self.withheld:
+            self.progress.messages = withhold_passages(self.progress.messages, withheld=self.withheld, sources=sources)
 
     def _wind_down_reason(self) -> str | None:
         if self.pending is not None:

@@ -54,7 +54,8 @@ class ToolCallRecord(TypedDict):
     tool: str
     arguments: Annotated[Any, Help("The arguments the model sent: an object, or its text when it was not JSON.")]
     ok: bool
-    chunk_ids: Annotated[list[str], Help("The chunks the call returned (each became a numbered source).")]
+    chunk_ids: Annotated[list[str], Help("The chunks the call returned (each became a numbered source); an empty "
+                                         "string for one the caller may no longer read (withheld).")]
     error: NotRequired[Annotated[str, Help("Why the call failed (ok: false), as the model was told.")]]
 
 

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -237,6 +237,67 @@ class ToolOutcome:
         return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(self.content, ensure_ascii=False)}
 
 
+# What a replayed tool result says in place of the passages (and what it said about them) withheld from it.
+WITHHELD_NOTE = ("Some passages this call returned are withheld: the asker may no longer read them. "
+                 "Do not cite or repeat them.")
+
+
+def withhold_passages(messages: Sequence[dict[str, Any]], *, withheld: Collection[str], sources: Sequence[Source]) -> list[dict[str, Any]]:
+    """A run's stored conversation with the model (``RunProgress.messages``) as it may be replayed to a reader
+    who may not read the chunks ``withheld`` (``chat.retrieval.unreadable_chunks``, read for this invocation).
+
+    In each tool result, every item that names a withheld chunk, by id or by its source number (``sources``:
+    the run's numbering), is removed: a passage with its text, and a graph triplet, neighbour or path stated
+    by it (an item naming several sources goes when any of them is withheld); the result's other objects (a
+    neighbours call's entity) go too, and ``withheld`` counts what went. A note the model wrote beside a
+    later tool call may quote what it read, so it is dropped as well (the calls themselves stay: the
+    conversation must stay well-formed). Messages are copied, never changed in place.
+    """
+    if not withheld:
+        return list(messages)
+    numbers = {s["source"] for s in sources if s["chunk_id"] in withheld}
+    out: list[dict[str, Any]] = []
+    seen_withheld = False
+    for message in messages:
+        if message.get("role") == "tool":
+            content = _withheld_content(message.get("content"), withheld, numbers)
+            if content is not None:
+                message, seen_withheld = {**message, "content": content}, True
+        elif seen_withheld and message.get("role") == "assistant" and message.get("tool_calls") and message.get("content"):
+            message = {**message, "content": None}
+        out.append(message)
+    return out
+
+
+def _withheld_content(text: Any, withheld: Collection[str], numbers: Collection[int]) -> str | None:
+    """A tool result's JSON without what names a withheld chunk; None when it names none (or is no result of ours)."""
+    try:
+        content = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(content, dict):
+        return None
+
+    def names_withheld(item: dict[str, Any]) -> bool:
+        chunk, source, several = item.get("chunk_id"), item.get("source"), item.get("sources")
+        return ((isinstance(chunk, str) and chunk in withheld) or (isinstance(source, int) and source in numbers)
+                or (isinstance(several, list) and any(isinstance(n, int) and n in numbers for n in several)))
+
+    kept: dict[str, Any] = {}
+    hidden = 0
+    for key, value in content.items():
+        if isinstance(value, list) and all(isinstance(item, dict) for item in value):  # passages and graph refs
+            shown = [item for item in value if not names_withheld(item)]
+            hidden += len(value) - len(shown)
+            kept[key] = shown
+        else:
+            kept[key] = value
+    if not hidden:
+        return None
+    kept = {key: value for key, value in kept.items() if not isinstance(value, dict)}
+    return json.dumps({**kept, "withheld": hidden, "withheld_note": WITHHELD_NOTE}, ensure_ascii=False)
+
+
 @dataclass(frozen=True)
 class Found:
     """What a tool found: passages (with the score to show), and more of its result.
@@ -301,8 +362,8 @@ class Toolbox:
     """
 
     def __init__(self, *, tenant: Tenant, graph_search: bool, sources: list[Source], reader: rag.Reader | None) -> None:
-        """``reader``: whose tools these are (``rag.reader_for_principal`` / ``rag.reader_of``, resolved for this
-        request; None only for those who read everything): every search, fetch and graph tool reads as them."""
+        """``reader``: whose tools these are (``rag.reader_of(ctx)`` of the request, resolved for it; None only
+        for those who read everything): every search, fetch and graph tool reads as them."""
         self.service = rag.tenant_service(tenant.slug, reader=reader)
         self.graph_search = graph_search
         # The service's own fusion, no conversation files.

@@ -48,6 +48,7 @@ from chat.services import agent_feedback_give, chat_feedback_give, chat_feedback
 from common.db import db_step
 from common.serializers import StrictBooleanField, StrictCharField, TenantField
 from common.typed_serializers import typed_serializer
+from knowledge import rag
 from knowledge.rag import limits
 
 NO_STORE = "no-store"
@@ -125,6 +126,7 @@ class ActionAdmission:
     stream: bool
     options: RetrievalOptions
     branch: Branch
+    reader: rag.Reader | None  # the caller as this request reads (rag.reader_of)
 
 
 def _admit_regenerate(request: Request, ctx: TenantContext, session_id: str, turn_id: str) -> ActionAdmission:
@@ -138,7 +140,7 @@ def _admit_regenerate(request: Request, ctx: TenantContext, session_id: str, tur
     v = data.validated_data
     return ActionAdmission(session=session, prompt=question.content, stream=v["stream"],
                            options=RetrievalOptions.of(graph_search=v["graph_search"]),
-                           branch=Branch(parent_id=question.parent_id, question_id=question.pk))
+                           branch=Branch(parent_id=question.parent_id, question_id=question.pk), reader=rag.reader_of(ctx))
 
 
 def _admit_edit(request: Request, ctx: TenantContext, session_id: str, turn_id: str) -> ActionAdmission:
@@ -148,14 +150,15 @@ def _admit_edit(request: Request, ctx: TenantContext, session_id: str, turn_id: 
     question = _turn(session, turn_id, TurnRole.USER)
     v = data.validated_data
     return ActionAdmission(session=session, prompt=v["prompt"], stream=v["stream"],
-                           options=RetrievalOptions.of(graph_search=v["graph_search"]), branch=Branch(parent_id=question.parent_id))
+                           options=RetrievalOptions.of(graph_search=v["graph_search"]), branch=Branch(parent_id=question.parent_id),
+                           reader=rag.reader_of(ctx))
 
 
 async def _respond(admitted: ActionAdmission | HttpResponse) -> HttpResponse:
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     return await respond(admitted.session, admitted.prompt, stream=admitted.stream, options=admitted.options,
-                         branch=admitted.branch)
+                         reader=admitted.reader, branch=admitted.branch)
 
 
 @serves(RegenerateApi)
@@ -187,7 +190,7 @@ class SelectApi(APIView):
         TenantOnlySerializer(data={} if hasattr(data, "getlist") and not data else data).is_valid(raise_exception=True)
         session = _session(ctx, session_id)
         chat_turn_select(session=session, turn=_turn(session, turn_id, None))
-        transcript = withhold_unreadable(chat_transcript(session=session), tenant_id=ctx.tenant.pk, principal=session.principal)
+        transcript = withhold_unreadable(chat_transcript(session=session), tenant_id=ctx.tenant.pk, reader=rag.reader_of(ctx))
         return Response(transcript, headers={"Cache-Control": NO_STORE})
 
 

@@ -63,6 +63,7 @@ from chat.services import chat_session_create
 from common.db import db_step
 from common.serializers import StrictBooleanField, StrictIntegerField, TenantField
 from common.typed_serializers import typed_serializer
+from knowledge import rag
 
 AgentCompletionOutputSerializer = typed_serializer(
     AgentResponse, name="AgentCompletionOutput", names={**COMPONENTS, ToolCallSummary: "AgentToolCall"}
@@ -175,6 +176,8 @@ class AgentAdmission:
     stream: bool
     max_steps: int
     graph_search: bool
+    # The caller as this request reads (rag.reader_of: the token's role cap, the groups read now).
+    reader: rag.Reader | None
     prompt: str = ""
     run: AgentRun | None = None
 
@@ -189,7 +192,7 @@ def _admit_completion(request: Request, ctx: TenantContext) -> AgentAdmission:
     data.is_valid(raise_exception=True)
     v = data.validated_data
     return AgentAdmission(session=_agent_session(ctx, v["session_id"]), stream=v["stream"], max_steps=v["max_steps"],
-                          graph_search=v["graph_search"], prompt=v["prompt"])
+                          graph_search=v["graph_search"], prompt=v["prompt"], reader=rag.reader_of(ctx))
 
 
 def _admit_resume(request: Request, ctx: TenantContext, *, run_id: str) -> AgentAdmission:
@@ -206,7 +209,7 @@ def _admit_resume(request: Request, ctx: TenantContext, *, run_id: str) -> Agent
     except RunNotResumable as refused:
         raise RunNotResumableError(refused.detail, code=refused.code) from None
     return AgentAdmission(session=session, stream=v["stream"], max_steps=v["max_steps"],
-                          graph_search=v["graph_search"], run=run)
+                          graph_search=v["graph_search"], run=run, reader=rag.reader_of(ctx))
 
 
 async def _respond(admitted: AgentAdmission, events: AsyncIterator[AgentEvent]) -> HttpResponse:
@@ -224,8 +227,8 @@ async def agent_completions(request: HttpRequest) -> HttpResponse:
     admitted = await db_step(admit, AgentCompletionApi, request, _admit_completion)
     if isinstance(admitted, HttpResponse):
         return private(admitted)
-    events = agent_stream(session=admitted.session, prompt=admitted.prompt, max_steps=admitted.max_steps,
-                          graph_search=admitted.graph_search)
+    events = agent_stream(session=admitted.session, prompt=admitted.prompt, reader=admitted.reader,
+                          max_steps=admitted.max_steps, graph_search=admitted.graph_search)
     return await _respond(admitted, events)
 
 
@@ -235,4 +238,4 @@ async def agent_run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
     if isinstance(admitted, HttpResponse):
         return private(admitted)
     assert admitted.run is not None
-    return await _respond(admitted, agent_resume_stream(session=admitted.session, run=admitted.run))
+    return await _respond(admitted, agent_resume_stream(session=admitted.session, run=admitted.run, reader=admitted.reader))

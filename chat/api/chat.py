@@ -34,6 +34,7 @@ from chat.services import chat_session_create
 from common.db import db_step
 from common.serializers import ClosedSerializer, StrictBooleanField, TenantField
 from common.typed_serializers import typed_json_schema, typed_serializer
+from knowledge import rag
 
 NO_STORE = "no-store"
 # Component names of the shapes nested in chat and agent responses, as the schema has always called them.
@@ -174,6 +175,8 @@ class ChatAdmission:
     prompt: str
     stream: bool
     options: RetrievalOptions
+    # The caller as this request reads (rag.reader_of: the token's role cap, the groups read now).
+    reader: rag.Reader | None
 
 
 def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
@@ -185,7 +188,7 @@ def _admit_completion(request: Request, ctx: TenantContext) -> ChatAdmission:
     if (error := unknown_file_error(session, v["identifier"])) is not None:
         raise serializers.ValidationError(error)
     return ChatAdmission(session=session, prompt=v["prompt"], stream=v["stream"],
-                         options=retrieval_options(v))
+                         options=retrieval_options(v), reader=rag.reader_of(ctx))
 
 
 @serves(ChatCompletionApi)
@@ -193,17 +196,20 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     admitted = await db_step(admit, ChatCompletionApi, request, _admit_completion)
     if isinstance(admitted, HttpResponse):
         return private(admitted)
-    return await respond(admitted.session, admitted.prompt, stream=admitted.stream, options=admitted.options)
+    return await respond(admitted.session, admitted.prompt, stream=admitted.stream, options=admitted.options,
+                         reader=admitted.reader)
 
 
 async def respond(
-    session: ChatSession, prompt: str, *, stream: bool, options: RetrievalOptions, branch: Branch | None = None,
+    session: ChatSession, prompt: str, *, stream: bool, options: RetrievalOptions, reader: rag.Reader | None,
+    branch: Branch | None = None,
 ) -> HttpResponse:
-    """An admitted question's answer: Server-Sent Events when ``stream``, else the JSON response (503 when it failed)."""
+    """An admitted question's answer: Server-Sent Events when ``stream``, else the JSON response (503 when it failed).
+    ``reader``: the request's (``rag.reader_of(ctx)``, read at admission)."""
     if stream:
-        return sse_response(answer_stream(session=session, prompt=prompt, options=options, branch=branch))
+        return sse_response(answer_stream(session=session, prompt=prompt, reader=reader, options=options, branch=branch))
     try:
-        body = await answer(session=session, prompt=prompt, options=options, branch=branch)
+        body = await answer(session=session, prompt=prompt, reader=reader, options=options, branch=branch)
     except ChatFailed as failure:
         return unavailable(failure.error)
     return private(JsonResponse(body))

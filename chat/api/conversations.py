@@ -40,6 +40,7 @@ from chat.selectors import (
 from chat.services import TITLE_MAX_CHARS, chat_session_delete, chat_session_rename
 from common.serializers import StrictCharField, TenantField
 from common.typed_serializers import typed_serializer
+from knowledge import rag
 from knowledge.rag import limits
 
 PAGE_LIMIT = 100
@@ -143,7 +144,7 @@ class _SessionDetailApi(APIView):
                    summary="Read one of your sessions: its turns (an agent session's runs) with their citations")
     def get(self, request: Request, session_id: str) -> Response:
         ctx, session = self._session(request, session_id)
-        return _private(withhold_unreadable(chat_transcript(session=session), tenant_id=ctx.tenant.pk, principal=session.principal))
+        return _private(withhold_unreadable(chat_transcript(session=session), tenant_id=ctx.tenant.pk, reader=rag.reader_of(ctx)))
 
     @extend_schema(request=SessionRenameSerializer, responses={200: SessionListItemSerializer, **ERRORS},
                    summary="Rename one of your sessions (an empty object changes nothing)")
@@ -182,5 +183,6 @@ class AgentRunDetailApi(APIView):
         runs = agent_runs_of(tenant=ctx.tenant, principal=ctx.principal).select_related("session")
         run = get_for_tenant(runs, tenant=ctx.tenant, public_id=run_id)
         detail = agent_run_detail(run=run)
-        withhold_unreadable({"turns": [detail]}, tenant_id=ctx.tenant.pk, principal=run.session.principal)  # in place
+        # Its citations and the chunk ids of its steps, as this request reads (in place).
+        withhold_unreadable({"turns": [detail]}, tenant_id=ctx.tenant.pk, reader=rag.reader_of(ctx))
         return _private(detail)

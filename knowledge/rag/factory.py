@@ -242,7 +242,9 @@ def reader_for_principal(*, tenant_id: int, principal: str) -> Reader | None:
     """The reader a stored principal (``TenantContext.principal``: ``user:<id>``, ``cli``, ``anonymous``) is in
     the tenant now, for work that outlives its request (a chat answer, an agent run, an export): read
     anew on every call, so a membership or role change counts from the next one. None: it reads
-    everything (the shell, the tenant's admins, superusers)."""
+    everything (the shell, the tenant's admins, superusers); ``Reader.nobody``: a user who is no member of
+    the tenant (any more) reads nothing. It knows no API token, so no token's role cap: a request's work
+    reads as ``reader_of(its context)`` instead, and this serves only work without a request (commands)."""
     from accounts.models import Group, Membership  # deferred: this module is imported while apps load
 
     if principal == "cli":
@@ -258,6 +260,8 @@ def reader_for_principal(*, tenant_id: int, principal: str) -> Reader | None:
 
         if get_user_model().objects.filter(pk=user_id, is_superuser=True, is_active=True).exists():
             return None
+        # Removed from the tenant (or never in it): what the whole tenant reads is not theirs either.
+        return Reader.nobody(user_id)
     groups = Group.objects.filter(tenant_id=tenant_id, members__pk=user_id).values_list("pk", flat=True)
     return Reader(user_id, tuple(groups))
 

@@ -358,10 +358,15 @@ class Reader:
 
     A service or query without a reader is trusted code and sees every chunk; with one, search,
     fetch and the graph see only chunks whose access list names ``principals``' any.
+
+    ``member`` False (``Reader.nobody()``): someone who is no member of the tenant (any more), e.g. the
+    owner of a conversation or agent run who was removed from it. They read nothing, not even what the
+    whole tenant reads: their ``principals`` are empty, so the access test of every statement matches no chunk.
     """
 
     user_id: int | None
     group_ids: tuple[int, ...] = ()
+    member: bool = True
 
     def __post_init__(self) -> None:
         if self.user_id is not None and (isinstance(self.user_id, bool) or not isinstance(self.user_id, int)):
@@ -369,11 +374,23 @@ class Reader:
         groups = tuple(self.group_ids)
         if any(isinstance(g, bool) or not isinstance(g, int) for g in groups):
             raise RAGTypeError("reader", "group_ids must be ints")
+        if not isinstance(self.member, bool):
+            raise RAGTypeError("reader", "member must be a bool")
+        if groups and not self.member:
+            raise RAGTypeError("reader", "a reader who is no member belongs to no group of the tenant")
         object.__setattr__(self, "group_ids", tuple(sorted(set(groups))))
+
+    @classmethod
+    def nobody(cls, user_id: int | None = None) -> Reader:
+        """The reader of someone who is no member of the tenant: reads no chunk at all."""
+        return cls(user_id, (), member=False)
 
     @property
     def principals(self) -> list[str]:
-        """The principals an access list may name for this reader (``EVERYONE`` always among them)."""
+        """The principals an access list may name for this reader: ``EVERYONE`` always among them for a
+        member, none at all for ``nobody()`` (an empty list overlaps no access list)."""
+        if not self.member:
+            return []
         own = [user_principal(self.user_id)] if self.user_id is not None else []
         return [EVERYONE, *own, *(group_principal(g) for g in self.group_ids)]
 

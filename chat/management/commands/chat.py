@@ -23,6 +23,7 @@ from chat.pipeline import ChatFailed, answer, answer_stream
 from chat.prompting import TEMPLATES
 from chat.selectors import chat_session_find, chat_session_tenant_slug
 from chat.services import chat_session_create
+from knowledge import rag
 from knowledge.rag import limits
 
 class Command(BaseCommand):
@@ -47,15 +48,16 @@ class Command(BaseCommand):
         except CliAccessError as exc:
             raise CommandError(str(exc)) from None
         session = self._session(ctx.tenant, ctx.principal, options["session"])
+        reader = rag.reader_of(ctx)  # --user reads as that member; the shell's cli reads everything
         if options["json"]:
             try:
-                body: Any = async_to_sync(answer)(session=session, prompt=message, template=options["template"])
+                body: Any = async_to_sync(answer)(session=session, prompt=message, reader=reader, template=options["template"])
             except ChatFailed as failure:
                 self.stdout.write(json.dumps(failure.error, indent=2))
                 raise CommandError(failure.error["detail"]) from None
             self.stdout.write(json.dumps(body, indent=2, ensure_ascii=False))
             return
-        async_to_sync(self._stream)(session, message, options["template"])
+        async_to_sync(self._stream)(session, message, options["template"], reader)
 
     def _tenant_slug(self, tenant: str | None, session_id: str | None) -> str:
         """The tenant to act in: ``--tenant``, else the session's own; both given, they must agree."""
@@ -80,13 +82,13 @@ class Command(BaseCommand):
             raise CommandError(f"No session {session_id!r} of {principal} in tenant {tenant.slug}.")
         return session
 
-    async def _stream(self, session: ChatSession, message: str, template: str) -> None:
+    async def _stream(self, session: ChatSession, message: str, template: str, reader: rag.Reader | None) -> None:
         """Print the answer as the model writes it, then the passages it cites under the numbers its
         printed markers use: the stream's text keeps the model's numbering, that of the first
         (``citations``) event, while ``completed`` lists the cited passages renumbered by first use."""
         out = self.stdout
         context: dict[str, int] = {}  # chunk id -> the number the model saw it under
-        async with aclosing(answer_stream(session=session, prompt=message, template=template)) as events:
+        async with aclosing(answer_stream(session=session, prompt=message, reader=reader, template=template)) as events:
             async for event in events:
                 name, data = event["event"], event["data"]
                 if name == "citations":

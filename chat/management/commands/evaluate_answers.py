@@ -145,8 +145,10 @@ class Command(BaseCommand):
         first: float | None = None
         parts: list[str] = []
         completed: dict[str, Any] = {}
+        # The operator's full view (reader None), as the timed retrieval below and `evaluate` without --as.
+        events = answer_stream(session=session, prompt=prompt, reader=None, options=RetrievalOptions.of(graph_search=graph))
         try:
-            async with aclosing(answer_stream(session=session, prompt=prompt, options=RetrievalOptions.of(graph_search=graph))) as events:
+            async with aclosing(events):
                 async for event in events:
                     if event["event"] == "text_delta":
                         first = first or time.perf_counter()
