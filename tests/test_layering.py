@@ -103,7 +103,8 @@ _RAG = {"knowledge.rag", "knowledge.models", "accounts.models"}
 ALLOWED: dict[str, set[str]] = {
     "accounts.models": set(),
     "accounts.selectors": {"accounts.models"},
-    "accounts.services": {"accounts.models"},
+    # common: a change of who may read what pins the tenant to the primary (common.replicas).
+    "accounts.services": {"accounts.models", "common"},
     "accounts.access": _ACCOUNTS_READS,
     "accounts.web": _ACCOUNTS_READS | {"accounts.access"},
     "accounts.interfaces": _ACCOUNTS_READS | {"accounts.services", "accounts.access", "accounts.web", "common"},
