@@ -288,6 +288,11 @@ def note_write() -> None:
         routing.decided = True
 
 
+def tenant_pinned(tenant: str) -> bool:
+    """Whether ``tenant``'s reads go to the primary now for an access change (diagnostics and tests)."""
+    return _any_pinned([_TENANT_PIN_KEY + tenant])
+
+
 def _any_pinned(keys: list[str]) -> bool:
     """Whether any of these pins is set: one read of the shared cache, however many keys."""
     from django.core.cache import cache

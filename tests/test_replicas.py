@@ -284,6 +284,56 @@ def test_replica_urls_are_checked_naming_the_variable() -> None:
     assert lag.returncode != 0 and "QUARRY_REPLICA_MAX_LAG_SECONDS" in lag.stderr
 
 
+def test_every_way_of_changing_access_pins_its_tenant_and_only_it(settings) -> None:  # type: ignore[no-untyped-def]
+    """The services, the API's document PATCH and the admin's forms: each change pins its tenant (not another)."""
+    from django.contrib.auth.models import User
+    from django.core.cache import cache
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from accounts.models import Group
+    from accounts.services import group_member_remove, membership_set
+    from common import replicas
+    from knowledge.models import Document
+
+    settings.QUARRY_REPLICA_ALIASES = ("replica_1",)  # pins are kept only with replicas configured
+    tenant, other = make_tenant("pinned"), make_tenant("unpinned")
+    boss = make_member(tenant, Role.ADMIN, "boss")
+    looker = make_member(tenant, Role.READER, "looker")
+    User.objects.filter(pk=boss.pk).update(is_staff=True)
+    group = Group.objects.create(tenant=tenant, name="payroll")
+    group.members.add(looker)
+    Document.objects.create(tenant=tenant, external_id="salaries", status="ready")
+    admin = Client()
+    admin.force_login(User.objects.get(pk=boss.pk))
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(tenant, boss)}")
+
+    def pins(change: object) -> bool:
+        cache.clear()
+        assert not replicas.tenant_pinned("pinned")
+        if callable(change):
+            change()
+        return replicas.tenant_pinned("pinned") and not replicas.tenant_pinned("unpinned")
+
+    def admin_change() -> None:
+        response = admin.post(f"/admin/accounts/group/{group.pk}/change/", {"tenant": tenant.pk, "name": "payroll", "members": []})
+        assert response.status_code == 302 and not group.members.exists()
+
+    def patch_access() -> None:
+        response = api.patch("/v1/documents/salaries", {"access": {"users": ["boss"]}}, format="json")
+        assert response.status_code == 200, response.content
+
+    assert not pins(None)
+    assert pins(admin_change)
+    assert pins(lambda: group.members.add(looker) or group_member_remove(group=group, user=looker))
+    assert pins(lambda: membership_set(user=looker, tenant=tenant, role=Role.EDITOR))
+    assert pins(patch_access)
+    assert pins(lambda: admin.post(f"/admin/accounts/group/{group.pk}/delete/", {"post": "yes"}))
+    assert not Group.objects.filter(pk=group.pk).exists()
+    cache.clear()
+
+
 def test_migrations_and_writes_go_to_the_primary_only(settings) -> None:  # type: ignore[no-untyped-def]
     from knowledge.models import Document
 
