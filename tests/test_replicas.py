@@ -297,7 +297,8 @@ def test_every_way_of_changing_access_pins_its_tenant_and_only_it(settings) -> N
     from knowledge.models import Document
 
     settings.QUARRY_REPLICA_ALIASES = ("replica_1",)  # pins are kept only with replicas configured
-    tenant, other = make_tenant("pinned"), make_tenant("unpinned")
+    tenant = make_tenant("pinned")
+    make_tenant("unpinned")
     boss = make_member(tenant, Role.ADMIN, "boss")
     looker = make_member(tenant, Role.READER, "looker")
     User.objects.filter(pk=boss.pk).update(is_staff=True)
