@@ -11,8 +11,9 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.models import ApiToken, Group, Membership, Role, Tenant
-from accounts.selectors import membership_role, tenants_for_user
-from accounts.services import api_token_create, api_token_revoke
+from accounts.selectors import membership_role
+from accounts.services import api_token_create, api_token_revoke, tenant_access_changed
+from accounts.web import TenantFilter, TenantScopedAdmin
 
 
 # Django's permission groups play no part in Quarry (roles are memberships, who reads what is access
@@ -24,6 +25,35 @@ admin.site.unregister(PermissionGroup)
 # username, names, email), never by their numeric id.
 
 
+class _ChangesAccess:
+    """An admin whose saves and deletions change who may read what in a tenant (memberships, groups and
+    their members): written by Django's forms, not the services, so the admin tells the tenant itself
+    (``tenant_access_changed``: read replicas must not serve the old state)."""
+
+    def _changed_tenants(self, obj: Any) -> list[Tenant]:
+        return [obj.tenant]
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)  # type: ignore[misc]  # the members (m2m) and inlines
+        tenants = self._changed_tenants(form.instance)
+        if "tenant" in getattr(form, "changed_data", ()) and form.initial.get("tenant"):
+            tenants += list(Tenant.objects.filter(pk=form.initial["tenant"]))  # moved: the old tenant changes too
+        for tenant in tenants:
+            tenant_access_changed(tenant=tenant)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        tenants = self._changed_tenants(obj)
+        super().delete_model(request, obj)  # type: ignore[misc]
+        for tenant in tenants:
+            tenant_access_changed(tenant=tenant)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        tenants = {t.pk: t for obj in queryset.select_related() for t in self._changed_tenants(obj)}
+        super().delete_queryset(request, queryset)  # type: ignore[misc]
+        for tenant in tenants.values():
+            tenant_access_changed(tenant=tenant)
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
@@ -31,7 +61,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(_ChangesAccess, admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name"]
     # Not ``private_to``: the chat makes a conversation's private store; choosing one here would hide this tenant.
@@ -41,13 +71,16 @@ class TenantAdmin(admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser
 
+    def _changed_tenants(self, obj: Tenant) -> list[Tenant]:
+        return [obj]  # its memberships are inlines
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
         # Private stores (a conversation's files) are listed with their conversation, not as tenants.
         return super().get_queryset(request).public()
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(_ChangesAccess, admin.ModelAdmin):
     list_display = ["user", "tenant", "role", "created_at"]
     list_filter = ["role", "tenant"]
     list_select_related = ["user", "tenant"]
@@ -74,48 +107,26 @@ class GroupForm(forms.ModelForm):
 
 
 @admin.register(Group)
-class GroupAdmin(admin.ModelAdmin):
-    """A tenant's groups and their members (issue 34): superusers, and each tenant's admins for their tenant.
-    Documents name groups in their access lists; a member's change counts from their next request."""
+class GroupAdmin(_ChangesAccess, TenantScopedAdmin):
+    """A tenant's groups and their members (issue 34): superusers, and each tenant's admins for their tenant
+    (editors never: a group decides who reads what). Documents name groups in their access lists; a
+    member's change counts from their next request."""
 
+    min_role = Role.ADMIN
     form = GroupForm
     list_display = ["name", "tenant", "member_count", "created_at"]
-    list_filter = ["tenant"]
+    list_filter = [TenantFilter]
     list_select_related = ["tenant"]
     search_fields = ["name", "members__username"]
     autocomplete_fields = ["members"]
-
-    def _tenants(self, request: HttpRequest) -> list[Tenant]:
-        user = request.user
-        if not (user.is_active and user.is_staff):
-            return []
-        return tenants_for_user(user=user, min_role=Role.ADMIN)  # type: ignore[arg-type]
-
-    def _allowed(self, request: HttpRequest, obj: Group | None = None) -> bool:
-        tenants = {t.pk for t in self._tenants(request)}
-        return bool(tenants) and (obj is None or obj.tenant_id in tenants)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self._allowed(request)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._allowed(request, obj)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._allowed(request, obj)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return self._allowed(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self._allowed(request, obj)
+    show_full_result_count = False  # the filtered count is the one shown; a second COUNT says nothing more
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Group]:
-        return super().get_queryset(request).filter(tenant__in=self._tenants(request)).prefetch_related("members")
+        return super().get_queryset(request).prefetch_related("members")
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant":
-            kwargs["queryset"] = Tenant.objects.filter(pk__in=[t.pk for t in self._tenants(request)])
+            kwargs["queryset"] = self.tenant_choices(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="Members")

@@ -13,6 +13,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from accounts.models import ApiToken, Group, Membership, Role, Tenant
+from common import replicas
 
 
 def tenant_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
@@ -46,11 +47,21 @@ def user_ensure(*, username: str, email: str = "", password: str | None = None, 
     return user, True
 
 
+def tenant_access_changed(*, tenant: Tenant) -> None:
+    """Who may read what in ``tenant`` changes in the current transaction (a membership, a group, a group's
+    members): from its commit, every request reads the tenant as changed, read replicas included (the
+    tenant is pinned to the primary for their lag bound, ``common.replicas.pin_tenant``).
+
+    The services below call it; so does the admin, whose forms write these rows themselves."""
+    replicas.pin_tenant(tenant.slug)
+
+
 @transaction.atomic
 def membership_set(*, user: AbstractBaseUser, tenant: Tenant, role: Role | str) -> Membership:
     """Give ``user`` exactly ``role`` in ``tenant`` (creating or changing the membership)."""
     role = Role(role)
     membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+    tenant_access_changed(tenant=tenant)
     return membership
 
 
@@ -63,6 +74,7 @@ def membership_ensure(*, user: AbstractBaseUser, tenant: Tenant, role: Role | st
     if Role.rank(membership.role) < Role.rank(role):
         membership.role = role
         membership.save(update_fields=["role"])
+        tenant_access_changed(tenant=tenant)
     return membership
 
 
@@ -133,7 +145,9 @@ def group_create(*, tenant: Tenant, name: str) -> Group:
 def group_delete(*, group: Group) -> None:
     """Delete ``group``. Documents that named it keep its id in their access lists, which names nobody
     now: they stay restricted (to the rest of their list, and to admins) rather than opening up."""
-    group.delete()
+    with transaction.atomic():
+        group.delete()
+        tenant_access_changed(tenant=group.tenant)
 
 
 def group_member_add(*, group: Group, username: str) -> AbstractBaseUser:
@@ -141,13 +155,17 @@ def group_member_add(*, group: Group, username: str) -> AbstractBaseUser:
     member = get_user_model().objects.filter(username=username, memberships__tenant_id=group.tenant_id).first()
     if member is None:
         raise GroupError("username", f"{username!r} is not a member of tenant {group.tenant.slug}")
-    group.members.add(member)
+    with transaction.atomic():
+        group.members.add(member)
+        tenant_access_changed(tenant=group.tenant)
     return member
 
 
 def group_member_remove(*, group: Group, user: AbstractBaseUser) -> None:
     """Take ``user`` out of ``group``: from their next request they no longer read what only it may."""
-    group.members.remove(user)
+    with transaction.atomic():
+        group.members.remove(user)
+        tenant_access_changed(tenant=group.tenant)
 
 
 def membership_remove(*, user: AbstractBaseUser, tenant: Tenant) -> None:
@@ -156,3 +174,4 @@ def membership_remove(*, user: AbstractBaseUser, tenant: Tenant) -> None:
         for group in Group.objects.filter(tenant=tenant, members=user):
             group.members.remove(user)
         Membership.objects.filter(user=user, tenant=tenant).delete()
+        tenant_access_changed(tenant=tenant)

@@ -197,6 +197,13 @@ class TenantScopedAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self._allowed(request, obj)
 
+    def tenant_choices(self, request: HttpRequest) -> QuerySet[Tenant]:
+        """The tenants this admin's forms may name: those in its scope (every tenant but the private stores
+        for a superuser)."""
+        if request.user.is_superuser:
+            return Tenant.objects.public()
+        return Tenant.objects.filter(pk__in=[t.pk for t in self._scope(request)])
+
     def get_list_display(self, request: HttpRequest) -> Any:
         # One tenant's name on every row is width the other columns need (a change list must fit 1280 px).
         columns = super().get_list_display(request)

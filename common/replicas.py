@@ -13,7 +13,7 @@ reads from one unless two things hold:
 Then the request's replica is chosen once, at its first such read, among the replicas that are
 reachable and lag at most ``QUARRY_REPLICA_MAX_LAG_SECONDS`` (``ReplicaMonitor``: at most one
 check a second per process, in a background thread, so no request waits for a check). None healthy,
-a principal pinned to the primary, or a read inside a transaction on the primary: the primary.
+a principal or a tenant pinned to the primary, or a read inside a transaction on the primary: the primary.
 
 Read-your-writes: a request that writes what those reads return (``ReplicaRouter.db_for_write`` for
 the knowledge and sources apps; the RAG backend's writes call ``note_write``) reads only the
@@ -21,6 +21,13 @@ primary from then on, and its principal (the bearer token, or the browser sessio
 the primary in the shared cache for the lag bound plus one check interval: a replica used by the
 next request has replayed everything older than that. A replica that fails during a read is marked
 down and the read runs again on the primary: callers never see a replica's failure.
+
+Access changes (issue 34): who may read a document is data on the replica too, so a lagging replica
+would go on serving a document to a member whose access was just taken away. A change of access (a
+document's list, a group's members, a group, a membership) pins the whole *tenant* to the primary
+(``pin_tenant``: from the change until the same bound after its commit), and every replica-eligible
+read names its tenant, so the choice checks the principal's pin and the tenant's together, in one
+read of the shared cache.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
@@ -54,6 +61,7 @@ _CHECK_CONNECT_TIMEOUT = 2
 # replica. Accounts' bookkeeping (a token's last use) would pin every reader once a minute for nothing.
 STICKY_APP_LABELS = frozenset({"knowledge", "sources"})
 _PIN_KEY = "quarry:replica-pin:"
+_TENANT_PIN_KEY = "quarry:replica-pin-tenant:"
 
 # Lag in seconds as the replica sees it. Replay timestamps age while the primary is idle, so a
 # replica that has replayed everything it received (and is still receiving) lags 0; otherwise the
@@ -192,7 +200,10 @@ class Routing:
     alias: str | None = None
     decided: bool = False
     wrote: bool = False
-    pinned: bool = False  # the principal wrote within the bound (diagnostics)
+    pinned: bool = False  # the principal wrote, or its tenant's access changed, within the bound (diagnostics)
+    # The tenants whose pin this request has checked: a read of another one (a chat's private store
+    # beside its tenant) checks that tenant's pin before it may use the replica.
+    tenants: set[str] = field(default_factory=set)
 
 
 _routing: ContextVar[Routing | None] = ContextVar("quarry_replica_routing", default=None)
@@ -228,15 +239,44 @@ def current() -> Routing | None:
     return _routing.get()
 
 
+def _pin_seconds() -> int:
+    """How long a pin lasts: a replica still used after that has replayed everything older (its lag
+    was at most the bound at a check at most one interval old)."""
+    return max(1, int(max_lag() + CHECK_INTERVAL + 0.999))
+
+
+def _set_pin(key: str, what: str) -> None:
+    from django.core.cache import cache
+
+    try:
+        cache.set(key, 1, timeout=_pin_seconds())
+    except Exception:  # noqa: BLE001 - the write succeeded; a cache outage must not turn it into an error
+        logger.warning("could not pin %s to the primary", what, exc_info=True)
+
+
 def finish(routing: Routing | None) -> None:
     """The request is over: pin its principal to the primary if it wrote (sync code; the shared cache)."""
     if routing is not None and routing.wrote and routing.principal:
-        from django.core.cache import cache
+        _set_pin(_PIN_KEY + routing.principal, routing.principal)
 
-        try:
-            cache.set(_PIN_KEY + routing.principal, 1, timeout=max(1, int(max_lag() + CHECK_INTERVAL + 0.999)))
-        except Exception:  # noqa: BLE001 - the write succeeded; a cache outage must not turn it into an error
-            logger.warning("could not pin %s to the primary after a write", routing.principal, exc_info=True)
+
+def pin_tenant(tenant: str) -> None:
+    """Who may read what in ``tenant`` (its slug) changes in the current transaction: every request's
+    replica-eligible reads of the tenant use the primary until the lag bound after the commit.
+
+    Whoever makes the change calls this (services, workers, the admin; a no-op without replicas). The
+    pin is set now as well as after the commit: a read choosing its database between the commit and
+    the callback must not find the tenant unpinned. A transaction that rolls back leaves a pin that
+    only costs the tenant's reads the replica for the bound.
+    """
+    if not replica_aliases():
+        return
+    from django.db import connections, transaction
+
+    key = _TENANT_PIN_KEY + tenant
+    if connections[PRIMARY].in_atomic_block:
+        _set_pin(key, f"tenant {tenant}")
+    transaction.on_commit(lambda: _set_pin(key, f"tenant {tenant}"), using=PRIMARY)
 
 
 def note_write() -> None:
@@ -248,14 +288,20 @@ def note_write() -> None:
         routing.decided = True
 
 
-def _is_pinned(principal: str) -> bool:
+def tenant_pinned(tenant: str) -> bool:
+    """Whether ``tenant``'s reads go to the primary now for an access change (diagnostics and tests)."""
+    return _any_pinned([_TENANT_PIN_KEY + tenant])
+
+
+def _any_pinned(keys: list[str]) -> bool:
+    """Whether any of these pins is set: one read of the shared cache, however many keys."""
     from django.core.cache import cache
 
     from common.db import release_connection
 
     try:
-        return cache.get(_PIN_KEY + principal) is not None
-    except Exception:  # noqa: BLE001 - unsure whether it just wrote: the primary is always right
+        return bool(cache.get_many(keys))
+    except Exception:  # noqa: BLE001 - unsure whether it just wrote or access changed: the primary is always right
         return True
     finally:
         # Without Redis the pins live in the primary's cache table: its connection goes back to the pool
@@ -263,18 +309,21 @@ def _is_pinned(principal: str) -> bool:
         release_connection()
 
 
-def _choose(routing: Routing) -> str | None:
+def _choose(routing: Routing, tenant: str) -> str | None:
     healthy = monitor.healthy(replica_aliases(), max_lag())
     if not healthy:
         return None
-    if routing.principal and _is_pinned(routing.principal):
+    routing.tenants.add(tenant)
+    keys = [_TENANT_PIN_KEY + tenant] + ([_PIN_KEY + routing.principal] if routing.principal else [])
+    if _any_pinned(keys):
         routing.pinned = True
         return None
     return random.choice(healthy)
 
 
-def read_alias(primary: str = PRIMARY) -> str:
-    """The alias a replica-eligible read of the current request uses: a healthy replica or ``primary``."""
+def read_alias(primary: str = PRIMARY, *, tenant: str) -> str:
+    """The alias a replica-eligible read of ``tenant`` (its slug) by the current request uses: a healthy
+    replica, or ``primary`` (the principal wrote, or the tenant's access changed, within the bound)."""
     from django.db import connections
 
     routing = _routing.get()
@@ -283,18 +332,23 @@ def read_alias(primary: str = PRIMARY) -> str:
     if connections[primary].in_atomic_block:
         return primary  # the transaction's own uncommitted writes are on the primary only
     if not routing.decided:
-        routing.alias = _choose(routing)
+        routing.alias = _choose(routing, tenant)
         routing.decided = True
+    elif routing.alias is not None and tenant not in routing.tenants:
+        routing.tenants.add(tenant)
+        if _any_pinned([_TENANT_PIN_KEY + tenant]):
+            routing.alias, routing.pinned = None, True
     return routing.alias or primary
 
 
-def replica_read(fn: Callable[[str], T], *, primary: str = PRIMARY) -> T:
-    """``fn(alias)`` on the request's replica (its ORM reads routed there too), or on ``primary``.
+def replica_read(fn: Callable[[str], T], *, tenant: str, primary: str = PRIMARY) -> T:
+    """``fn(alias)``, a read of ``tenant`` (its slug: its access pin is checked), on the request's replica
+    (its ORM reads routed there too), or on ``primary``.
 
     A replica that cannot be reached (or whose connections are all busy) during ``fn`` is left for
     the rest of the request, marked down when it is unreachable, and ``fn`` runs again on the primary.
     """
-    alias = read_alias(primary)
+    alias = read_alias(primary, tenant=tenant)
     if alias == primary:
         return fn(primary)
     from django.db import connections
@@ -343,7 +397,12 @@ class ReplicaRouter:
 
     def db_for_read(self, model: type, **hints: Any) -> str | None:
         if _in_replica_read.get():
-            return read_alias()
+            from django.db import connections
+
+            routing = _routing.get()  # decided by the replica_read this ORM read runs in
+            if routing is None or routing.alias is None or connections[PRIMARY].in_atomic_block:
+                return PRIMARY
+            return routing.alias
         return self._not_a_replica(hints)
 
     def db_for_write(self, model: type, **hints: Any) -> str | None:

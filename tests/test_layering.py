@@ -103,7 +103,8 @@ _RAG = {"knowledge.rag", "knowledge.models", "accounts.models"}
 ALLOWED: dict[str, set[str]] = {
     "accounts.models": set(),
     "accounts.selectors": {"accounts.models"},
-    "accounts.services": {"accounts.models"},
+    # common: a change of who may read what pins the tenant to the primary (common.replicas).
+    "accounts.services": {"accounts.models", "common"},
     "accounts.access": _ACCOUNTS_READS,
     "accounts.web": _ACCOUNTS_READS | {"accounts.access"},
     "accounts.interfaces": _ACCOUNTS_READS | {"accounts.services", "accounts.access", "accounts.web", "common"},
@@ -153,7 +154,8 @@ ALLOWED: dict[str, set[str]] = {
     "knowledge.sources.models": set(),
     "knowledge.sources.crypto": set(),
     "knowledge.sources.connectors": set(),
-    "knowledge.sources.selectors": {"knowledge.sources.models", "accounts.models"},
+    # Documents and readers: a sync's errors name items, shown only to those who may read their documents.
+    "knowledge.sources.selectors": _RAG | {"knowledge.sources.models"},
     # Documents are written only through the editors' write door (knowledge.services.documents, and
     # its id rule knowledge.services.file_ids): checked module by module in test_sources_write_only_through_the_door.
     "knowledge.sources.services": {"knowledge.sources.models", "knowledge.sources.selectors", "knowledge.sources.crypto", "knowledge.sources.connectors", "accounts.models",

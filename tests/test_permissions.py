@@ -475,3 +475,44 @@ def test_the_admins_upload_form_never_replaces_a_document_the_editor_may_not_rea
     })
     assert replaced.status_code == 302
     assert Document.objects.get(pk=before.pk).source_text == "Payroll, corrected."
+
+
+def test_group_admin_is_for_each_tenants_admins_only(team: Team, django_assert_max_num_queries) -> None:  # type: ignore[no-untyped-def]
+    from django.test import Client
+
+    from accounts.services import membership_set
+
+    w = team.world
+    membership_set(user=w.owner, tenant=w.globex, role=Role.EDITOR)  # an editor there: none of its groups are the owner's
+    User.objects.filter(pk__in=[w.owner.pk, w.editor.pk]).update(is_staff=True)
+    theirs = Group.objects.create(tenant=w.globex, name="globex-board")
+    for n in range(10):
+        Group.objects.create(tenant=w.acme, name=f"team-{n}").members.add(w.teammate, w.editor)
+    owner, editor = Client(), Client()
+    owner.force_login(User.objects.get(pk=w.owner.pk))
+    editor.force_login(User.objects.get(pk=w.editor.pk))
+    changelist, ours = "/admin/accounts/group/", f"/admin/accounts/group/{team.group.pk}/change/"
+
+    # As many as the document change list's bound plus one, however many groups (27 when GroupAdmin
+    # asked for the user's tenants at each permission test).
+    with django_assert_max_num_queries(13):
+        listed = owner.get(changelist)
+    html = listed.content.decode()
+    assert listed.status_code == 200 and "payroll" in html and "team-9" in html and "globex-board" not in html
+    assert owner.get(f"/admin/accounts/group/{theirs.pk}/change/").status_code in (302, 403, 404)
+    added = owner.get("/admin/accounts/group/add/").content.decode()
+    assert f'<option value="{w.acme.pk}"' in added and f'<option value="{w.globex.pk}"' not in added
+    # Moving a group to a tenant where the owner is only an editor is refused; changing its members is not.
+    moved = owner.post(ours, {"tenant": w.globex.pk, "name": "payroll", "members": []})
+    assert moved.status_code == 200 and Group.objects.get(pk=team.group.pk).tenant_id == w.acme.pk
+    emptied = owner.post(ours, {"tenant": w.acme.pk, "name": "payroll", "members": []})
+    assert emptied.status_code == 302 and not team.group.members.exists()
+
+    # Editors: no groups at all, not even through a crafted request.
+    for url in (changelist, ours, "/admin/accounts/group/add/", f"/admin/accounts/group/{team.group.pk}/delete/"):
+        assert editor.get(url).status_code in (302, 403, 404), url
+    refused = editor.post(ours, {"tenant": w.acme.pk, "name": "payroll", "members": [w.editor.pk]})
+    assert refused.status_code in (302, 403, 404) and not team.group.members.exists()
+    assert editor.post(f"/admin/accounts/group/{team.group.pk}/delete/", {"post": "yes"}).status_code in (302, 403, 404)
+    assert Group.objects.filter(pk=team.group.pk).exists()
+    assert "Groups" not in editor.get("/admin/").content.decode()

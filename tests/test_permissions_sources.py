@@ -105,3 +105,52 @@ def test_a_sync_never_widens_a_document_an_admin_narrowed_and_only_admins_change
     assert page.status_code == 200
     form = page.context["adminform"].form
     assert form.fields["access_groups"].disabled and form.fields["access_users"].disabled
+
+
+def test_sync_errors_name_only_items_the_caller_may_read(share: Path, world: World, settings: Any) -> None:
+    """A sync's errors name items (paths): a member outside a document's list must not learn its path from them."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from knowledge.services.access import access_principals, document_access_set
+
+    (share / "handbook.txt").write_text("Holidays are booked in the portal.\n")
+    group = Group.objects.create(tenant=world.acme, name="hr")
+    group.members.add(world.teammate)
+    stranger = make_member(world.acme, Role.READER, "stranger")
+    source = source_create(tenant=world.acme, name="HR", kind="folder", config={"path": str(share)}, actor="t")
+    sync(source)
+    document_access_set(documents=Document.objects.filter(external_id="hr/case.txt"),
+                        principals=access_principals(tenant=world.acme, groups=["hr"]), actor="t")
+    # Both files grow past the item limit: the next sync fails each, naming it.
+    settings.QUARRY_UPLOAD_MAX_BYTES = 10
+    (share / "case.txt").write_text("HR case 77, reopened: the Periwinkle grievance, second hearing.\n")
+    (share / "handbook.txt").write_text("Holidays are booked in the portal; carry-over ends in March.\n")
+    failed = sync(source)
+    assert sorted(e["item"] for e in failed.errors) == ["case.txt", "handbook.txt"], failed.errors
+
+    def last_errors(user: Any) -> tuple[list[str], int]:
+        body = world.client(user).get("/v1/sources").json()["sources"][0]["last_sync"]
+        detail = world.client(user).get(f"/v1/sources/{source.pk}").json()["last_sync"]
+        assert detail["errors"] == body["errors"] and detail["errors_withheld"] == body["errors_withheld"]
+        return sorted(e["item"] for e in body["errors"]), body["errors_withheld"]
+
+    assert last_errors(world.owner) == (["case.txt", "handbook.txt"], 0)  # the tenant's admin reads everything
+    assert last_errors(world.teammate) == (["case.txt", "handbook.txt"], 0)  # in hr: reads the case
+    assert last_errors(stranger) == (["handbook.txt"], 1)
+    assert last_errors(world.editor) == (["handbook.txt"], 1)
+    # The admin's source page: the same rule for its staff.
+    User.objects.filter(pk__in=[world.owner.pk, world.editor.pk]).update(is_staff=True)
+    pages = {}
+    for user in (world.owner, world.editor):
+        client = Client()
+        client.force_login(User.objects.get(pk=user.pk))
+        page = client.get(f"/admin/sources/source/{source.pk}/change/")
+        assert page.status_code == 200
+        pages[user.username] = page.content.decode()
+    assert "case.txt" in pages["owner"] and "handbook.txt" in pages["owner"]
+    assert "case.txt" not in pages["editor"] and "handbook.txt" in pages["editor"] and "1 withheld" in pages["editor"]
+    # A source restricted as a whole: a member outside its list sees none of its errors.
+    source_update(source=source, access={"groups": ["hr"]}, actor="t")
+    assert last_errors(stranger) == ([], 2)
+    assert last_errors(world.teammate) == (["case.txt", "handbook.txt"], 0)

@@ -32,21 +32,23 @@ pytestmark = pytest.mark.django_db(transaction=True)
 class Callers:
     base: str
     editor: str  # a token that writes
-    reader: str  # a token of another user that only reads
+    reader: str  # a token of another user ("looker") that only reads
+    admin: str  # a token of the tenant's admin ("boss"), who manages groups and access lists
 
 
 @contextmanager
-def served(replica: StreamingReplica, *, max_lag: float, log_name: str) -> Iterator[Callers]:
+def served(replica: StreamingReplica, *, max_lag: float, log_name: str, slug: str = "replicated") -> Iterator[Callers]:
     """The app on the test database with ``replica`` as its read replica; waits until it uses the replica."""
-    tenant = make_tenant("replicated")
+    tenant = make_tenant(slug)
     editor = make_token(tenant, make_member(tenant, Role.EDITOR, "writer"))
     reader = make_token(tenant, make_member(tenant, Role.READER, "looker"))
+    admin = make_token(tenant, make_member(tenant, Role.ADMIN, "boss"))
     replica.wait_caught_up()
     env = child_env(DATABASE_REPLICA_URLS=replica.url, QUARRY_REPLICA_MAX_LAG_SECONDS=str(max_lag),
                     QUARRY_EMBEDDING_MODEL="none", QUARRY_WARM_UP="0")
     with asgi_server(env, log_name=log_name) as base:
         wait_for(lambda: replica_state(base)["usable"], timeout=30, what="the server to find its replica healthy")
-        yield Callers(base=base, editor=editor, reader=reader)
+        yield Callers(base=base, editor=editor, reader=reader, admin=admin)
 
 
 def replica_state(base: str) -> dict[str, object]:
@@ -54,10 +56,20 @@ def replica_state(base: str) -> dict[str, object]:
     return body["replicas"]["replica_1"]
 
 
-def ingest(callers: Callers, doc_id: str, text: str) -> None:
-    response = httpx.post(f"{callers.base}/v1/documents", headers={"Authorization": f"Bearer {callers.editor}"},
-                          json={"documents": [{"id": doc_id, "text": text}]}, timeout=60)
+def ingest(callers: Callers, doc_id: str, text: str, *, token: str | None = None, access: dict[str, list[str]] | None = None) -> None:
+    body: dict[str, object] = {"documents": [{"id": doc_id, "text": text}]}
+    if access is not None:
+        body["access"] = access
+    response = httpx.post(f"{callers.base}/v1/documents", headers={"Authorization": f"Bearer {token or callers.editor}"},
+                          json=body, timeout=60)
     assert response.status_code == 200, response.text
+
+
+def call(callers: Callers, method: str, path: str, body: dict[str, object] | None = None) -> None:
+    """One request of the tenant's admin that must succeed."""
+    response = httpx.request(method, f"{callers.base}{path}", headers={"Authorization": f"Bearer {callers.admin}"}, json=body,
+                             timeout=60)
+    assert response.status_code < 300, response.text
 
 
 def found(callers: Callers, token: str, words: str) -> list[str]:
@@ -137,6 +149,69 @@ def test_searches_and_lists_read_the_replica_while_the_writer_reads_its_own_writ
         assert found(callers, callers.reader, "zebraquartz") == ["fresh"]
 
 
+def test_an_access_change_sends_the_whole_tenant_to_the_primary(streaming_replica: StreamingReplica) -> None:
+    # Another tenant, whose reads must keep using the replica meanwhile.
+    other = make_tenant("elsewhere")
+    other_editor = make_token(other, make_member(other, Role.EDITOR, "other-writer"))
+    other_reader = make_token(other, make_member(other, Role.READER, "other-looker"))
+    try:
+        with served(streaming_replica, max_lag=3600, log_name="uvicorn-replica-access", slug="guarded") as callers:
+            _revoke_while_replay_is_paused(streaming_replica, callers, other_editor, other_reader)
+    finally:
+        from django.core.cache import cache
+
+        cache.clear()  # the tenant's pin (an hour here) lives in the cache table, which no test flush empties
+
+
+def _revoke_while_replay_is_paused(streaming_replica: StreamingReplica, callers: Callers, other_editor: str, other_reader: str) -> None:
+    """The payroll document narrowed and a member taken out of the board, each while the replica lags behind it."""
+    from django.core.cache import cache
+
+    call(callers, "POST", "/v1/groups", {"name": "payroll"})
+    call(callers, "POST", "/v1/groups", {"name": "board"})
+    for group in ("payroll", "board"):
+        call(callers, "POST", f"/v1/groups/{group}/members", {"username": "looker"})
+    ingest(callers, "salaries", "quillwort salaries are paid on the 25th", token=callers.admin, access={"groups": ["payroll"]})
+    ingest(callers, "minutes", "marrowfen minutes of the board", token=callers.admin, access={"groups": ["board"]})
+    streaming_replica.wait_caught_up()
+    cache.clear()  # the setup's own pins spent, as after the bound (an hour here)
+    assert found(callers, callers.reader, "quillwort") == ["salaries"]
+    assert found(callers, callers.reader, "marrowfen") == ["minutes"]
+    with replay_paused(streaming_replica):
+        # Before any change the reader reads the replica: a document written since is not found there.
+        ingest(callers, "since", "heronsbill arrived since the pause")
+        assert not on_replica(streaming_replica, "since")
+        assert found(callers, callers.reader, "heronsbill") == []
+        # The admin narrows the salaries to themselves; the replica still holds the old list...
+        call(callers, "PATCH", "/v1/documents/salaries", {"access": {"users": ["boss"]}})
+        with streaming_replica.connect() as conn:
+            held = conn.execute("SELECT access FROM knowledge_document WHERE external_id = 'salaries'").fetchone()[0]
+        assert held and all(principal.startswith("g:") for principal in held)
+        # ...but no read of the tenant uses it now: search, list, MCP's search and list, chat's retrieval.
+        assert found(callers, callers.reader, "quillwort") == []
+        assert "salaries" not in listed(callers, callers.reader)
+        assert "quillwort" not in mcp_text(callers, callers.reader, "keyword_search", {"query": "quillwort"})
+        assert '\\"salaries\\"' not in mcp_text(callers, callers.reader, "list_documents", {})
+        assert "salaries" not in chat_retrieved(callers, callers.reader, "When are quillwort salaries paid?")
+        assert found(callers, callers.reader, "heronsbill") == ["since"]  # the primary's answer
+
+        # A member taken out of a group: the same, once the first change's pin is spent.
+        cache.clear()
+        assert found(callers, callers.reader, "heronsbill") == []  # on the replica again
+        call(callers, "DELETE", "/v1/groups/board/members/looker")
+        assert found(callers, callers.reader, "marrowfen") == []
+        assert '\\"minutes\\"' not in mcp_text(callers, callers.reader, "list_documents", {})
+        assert found(callers, callers.reader, "heronsbill") == ["since"]
+
+        # Another tenant still reads the replica: its reader does not see its editor's new document.
+        response = httpx.post(f"{callers.base}/v1/documents", headers={"Authorization": f"Bearer {other_editor}"},
+                              json={"documents": [{"id": "elsewhere-new", "text": "duckweed grows elsewhere"}]}, timeout=60)
+        assert response.status_code == 200, response.text
+        assert found(callers, other_reader, "duckweed") == []
+    assert found(callers, other_reader, "duckweed") == ["elsewhere-new"]
+    assert found(callers, callers.reader, "quillwort") == []
+
+
 def test_a_replica_lagging_past_the_bound_is_skipped(streaming_replica: StreamingReplica) -> None:
     with served(streaming_replica, max_lag=2, log_name="uvicorn-replica-lag") as callers:
         # An idle primary: the last replayed commit grows older than the bound, yet nothing is pending.
@@ -199,7 +274,7 @@ def test_without_replica_urls_nothing_is_routed() -> None:
     from common import replicas
 
     assert settings.DATABASE_ROUTERS == [] and "config.middleware.ReplicaRoutingMiddleware" not in settings.MIDDLEWARE
-    assert replicas.begin("token:x") is None and replicas.read_alias() == "default"
+    assert replicas.begin("token:x") is None and replicas.read_alias(tenant="t") == "default"
 
 
 def test_replica_urls_are_checked_naming_the_variable() -> None:
@@ -207,6 +282,57 @@ def test_replica_urls_are_checked_naming_the_variable() -> None:
     assert result.returncode != 0 and "DATABASE_REPLICA_URLS: item 1 must point at PostgreSQL" in result.stderr
     lag = import_settings(DEBUG="0", SECRET_KEY=GOOD_KEY, QUARRY_REPLICA_MAX_LAG_SECONDS="soon")
     assert lag.returncode != 0 and "QUARRY_REPLICA_MAX_LAG_SECONDS" in lag.stderr
+
+
+def test_every_way_of_changing_access_pins_its_tenant_and_only_it(settings) -> None:  # type: ignore[no-untyped-def]
+    """The services, the API's document PATCH and the admin's forms: each change pins its tenant (not another)."""
+    from django.contrib.auth.models import User
+    from django.core.cache import cache
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from accounts.models import Group
+    from accounts.services import group_member_remove, membership_set
+    from common import replicas
+    from knowledge.models import Document
+
+    settings.QUARRY_REPLICA_ALIASES = ("replica_1",)  # pins are kept only with replicas configured
+    tenant = make_tenant("pinned")
+    make_tenant("unpinned")
+    boss = make_member(tenant, Role.ADMIN, "boss")
+    looker = make_member(tenant, Role.READER, "looker")
+    User.objects.filter(pk=boss.pk).update(is_staff=True)
+    group = Group.objects.create(tenant=tenant, name="payroll")
+    group.members.add(looker)
+    Document.objects.create(tenant=tenant, external_id="salaries", status="ready")
+    admin = Client()
+    admin.force_login(User.objects.get(pk=boss.pk))
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_token(tenant, boss)}")
+
+    def pins(change: object) -> bool:
+        cache.clear()
+        assert not replicas.tenant_pinned("pinned")
+        if callable(change):
+            change()
+        return replicas.tenant_pinned("pinned") and not replicas.tenant_pinned("unpinned")
+
+    def admin_change() -> None:
+        response = admin.post(f"/admin/accounts/group/{group.pk}/change/", {"tenant": tenant.pk, "name": "payroll", "members": []})
+        assert response.status_code == 302 and not group.members.exists()
+
+    def patch_access() -> None:
+        response = api.patch("/v1/documents/salaries", {"access": {"users": ["boss"]}}, format="json")
+        assert response.status_code == 200, response.content
+
+    assert not pins(None)
+    assert pins(admin_change)
+    assert pins(lambda: group.members.add(looker) or group_member_remove(group=group, user=looker))
+    assert pins(lambda: membership_set(user=looker, tenant=tenant, role=Role.EDITOR))
+    assert pins(patch_access)
+    assert pins(lambda: admin.post(f"/admin/accounts/group/{group.pk}/delete/", {"post": "yes"}))
+    assert not Group.objects.filter(pk=group.pk).exists()
+    cache.clear()
 
 
 def test_migrations_and_writes_go_to_the_primary_only(settings) -> None:  # type: ignore[no-untyped-def]

@@ -216,14 +216,16 @@ async def _list_documents(ctx: TenantContext, arguments: dict[str, Any]) -> dict
     metadata = _metadata_filter(arguments.get("metadata"))
     limit = _int_argument(arguments, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
     offset = _int_argument(arguments, "offset", 0, 0, MAX_OFFSET)
+    # The caller's groups, read on the primary before the list may go to a replica: a membership change holds at once.
+    reader = await sync_to_async(rag.reader_of)(ctx)
     # On the request's replica when it has one (common.replicas); MCP never writes, so it is never pinned by itself.
     return await sync_to_async(replicas.replica_read)(
-        lambda _alias: _document_page(ctx, status=status, metadata=metadata, limit=limit, offset=offset))
+        lambda _alias: _document_page(ctx, reader, status=status, metadata=metadata, limit=limit, offset=offset), tenant=ctx.tenant.slug)
 
 
-def _document_page(ctx: TenantContext, *, status: str | None, metadata: dict[str, Any], limit: int, offset: int) -> dict[str, Any]:
+def _document_page(ctx: TenantContext, reader: rag.Reader | None, *, status: str | None, metadata: dict[str, Any], limit: int,
+                   offset: int) -> dict[str, Any]:
     # Newest first, like GET /v1/documents; the tenant filter comes first, always.
-    reader = rag.reader_of(ctx)
     # Only what the caller may read: a restricted document is neither listed nor counted.
     documents = Document.objects.for_tenant(ctx.tenant.pk).readable_by(None if reader is None else reader.principals).order_by("-updated_at", "-id")
     if status:

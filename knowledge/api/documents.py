@@ -225,8 +225,9 @@ class DocumentListApi(_ReadOrEdit):
             documents = document_list(tenant=ctx.tenant, status=v.get("status"), reader=reader)
             return documents.count(), list(documents[v["offset"] : v["offset"] + v["limit"]])
 
-        # A list may lag the primary by the replica bound; a caller that just wrote reads the primary.
-        count, page = replicas.replica_read(read)
+        # A list may lag the primary by the replica bound; a caller that just wrote, or whose tenant's access
+        # just changed, reads the primary.
+        count, page = replicas.replica_read(read, tenant=ctx.tenant.slug)
         url = request.build_absolute_uri()
         following = v["offset"] + v["limit"]
         return Response({

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from accounts.models import Group, Membership, Tenant
+from common import replicas
 from knowledge.models import AuditEvent, Chunk, Document
 from knowledge.models.documents import EVERYONE_ACCESS
 from knowledge.rag.types import EVERYONE, group_principal, user_principal
@@ -107,17 +108,21 @@ def document_access_set(*, documents: Iterable[Document], principals: Sequence[s
 
     The documents' rows are locked (in id order, as the backend's writes lock them) and their chunks
     rewritten in the same transaction, so a search sees the old list or the new one, never a document
-    with chunks of both; the next request after the commit reads with the new one. Audited per tenant.
+    with chunks of both; the next request after the commit reads with the new one, read replicas
+    included (a changed document's tenant is pinned to the primary: ``common.replicas.pin_tenant``).
+    Audited per tenant.
     """
     wanted = list(dict.fromkeys(principals)) or list(EVERYONE_ACCESS)
     pks = sorted({d.pk for d in documents})
     changed = 0
     with transaction.atomic():
-        rows = list(Document.objects.select_for_update().filter(pk__in=pks).order_by("external_id", "tenant_id")
-                    .values_list("pk", "tenant_id", "external_id", "access"))
-        moved = [(pk, tenant_id, external_id) for pk, tenant_id, external_id, access in rows if list(access) != wanted]
+        rows = list(Document.objects.select_for_update(of=("self",)).filter(pk__in=pks).order_by("external_id", "tenant_id")
+                    .values_list("pk", "tenant_id", "tenant__slug", "external_id", "access"))
+        moved = [(pk, tenant_id, external_id) for pk, tenant_id, _, external_id, access in rows if list(access) != wanted]
         if not moved:
             return 0
+        for slug in sorted({slug for _, _, slug, _, access in rows if list(access) != wanted}):
+            replicas.pin_tenant(slug)
         moved_pks = [pk for pk, _, _ in moved]
         changed = Document.objects.filter(pk__in=moved_pks).update(access=wanted)
         chunks = Chunk.objects.filter(document_id__in=moved_pks).update(access=wanted)

@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Tenant
+from common import replicas
 from knowledge import rag
 from knowledge.models import Document, DocumentStatus
 from knowledge.rag import factory, limits
@@ -142,11 +143,14 @@ def document_ingest(
             Document.objects.select_for_update()
             .filter(tenant=tenant, external_id__in=external_ids)
             .order_by("external_id")
-            .values_list("pk", "source_file")
+            .values_list("pk", "source_file", "access")
         )
-        Document.objects.filter(pk__in=[pk for pk, _ in rows]).mark_superseded()
-        _delete_files_on_commit([name for _, name in rows if name])
+        Document.objects.filter(pk__in=[pk for pk, _, _ in rows]).mark_superseded()
+        _delete_files_on_commit([name for _, name, _ in rows if name])
         if access is not None:
+            if any(list(held) != list(access) for _, _, held in rows):
+                # An existing document's readers change: a lagging replica must not keep serving the old list.
+                replicas.pin_tenant(tenant.slug)
             # New rows are created here, restricted, before the backend's upsert: its chunks never
             # exist, even uncommitted, with a wider list than the one asked for.
             Document.objects.bulk_create(

@@ -7,6 +7,7 @@ the form checks the configuration (and reaches the source) before anything is st
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from django import forms
@@ -15,12 +16,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from accounts.access import TenantContext, tenant_context_for_user
 from accounts.models import Role, Tenant
 from accounts.selectors import membership_role
 from accounts.web import TenantFilter, TenantScopedAdmin, tenant_choices
 from knowledge.sources.connectors.base import ConfigError
 from knowledge.sources.models import Source, SourceSync
-from knowledge.sources.selectors import latest_syncs, source_status
+from knowledge.sources.selectors import latest_syncs, source_status, sync_errors_for
 from knowledge.sources.services.editing import (
     UNSET, check_name, check_name_free, check_schedule, source_access_check, source_access_names, source_config_check, source_create, source_delete, source_secret_names, source_update,
 )
@@ -121,8 +123,11 @@ class SyncInline(admin.TabularInline):
     def error_list(self, sync: SourceSync) -> str:
         if not sync.errors:
             return "-"
-        shown = sync.errors[:10]
-        more = f" and {len(sync.errors) - 10} more" if len(sync.errors) > 10 else ""
+        errors, withheld = sync_errors_for(source=sync.source, errors=sync.errors, context=_viewer_context(sync.source.tenant))
+        shown = errors[:10]
+        more = f" and {len(errors) - 10} more" if len(errors) > 10 else ""
+        if withheld:
+            more += f" ({withheld} withheld: they name items of documents you may not read)"
         return format_html("<ul>{}</ul>{}", format_html_join("", "<li><code>{}</code>: {}</li>",
                                                               ((e.get("item") or "(listing)", e.get("reason")) for e in shown)), more)
 
@@ -142,6 +147,22 @@ class SyncInline(admin.TabularInline):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# Who is viewing a source's page, for its syncs' errors (an inline's display sees the row only): set by
+# SourceAdmin.change_view around its rendering, with the contexts read so far by tenant id.
+_viewer: ContextVar[tuple[Any, dict[int, TenantContext | None]] | None] = ContextVar("quarry_source_viewer", default=None)
+
+
+def _viewer_context(tenant: Tenant) -> TenantContext | None:
+    """The viewer's context in ``tenant`` (None, and so no error shown, outside a source's page)."""
+    viewer = _viewer.get()
+    if viewer is None:
+        return None
+    user, contexts = viewer
+    if tenant.pk not in contexts:
+        contexts[tenant.pk] = tenant_context_for_user(user=user, slug=tenant.slug)
+    return contexts[tenant.pk]
 
 
 @admin.register(Source)
@@ -165,6 +186,17 @@ class SourceAdmin(TenantScopedAdmin):
                 super().__init__(*args, request=request, **kw)
 
         return WithRequest
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None) -> Any:
+        # Rendered here, while the viewer is known: the syncs' errors show only what the viewer may read.
+        token = _viewer.set((request.user, {}))
+        try:
+            response = super().change_view(request, object_id, form_url, extra_context)
+            if hasattr(response, "render"):
+                response.render()
+            return response
+        finally:
+            _viewer.reset(token)
 
     def get_inlines(self, request: HttpRequest, obj: Any = None) -> list[Any]:
         return [SyncInline] if obj is not None else []  # a new source has no syncs yet

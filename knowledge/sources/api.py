@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.access import get_for_tenant, resolve_tenant_context
+from accounts.access import TenantContext, get_for_tenant, resolve_tenant_context
 from accounts.models import Role
 from accounts.permissions import IsTenantEditor, IsTenantReader
 from common.serializers import ClosedSerializer, StrictBooleanField, StrictCharField, StrictIntegerField, TenantField
@@ -51,7 +51,9 @@ class SyncSerializer(serializers.Serializer):
     unchanged = serializers.IntegerField()
     deleted = serializers.IntegerField()
     failed = serializers.IntegerField()
-    errors = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), help_text='[{"item", "reason"}]')
+    errors = serializers.ListField(child=serializers.DictField(child=serializers.CharField()), help_text=(
+        '[{"item", "reason"}]: those the caller may see (an item is the path of a document; tenant admins see all).'))
+    errors_withheld = serializers.IntegerField(help_text="Errors not shown: they name items of documents the caller may not read.")
 
 
 class SourceAccessSerializer(serializers.Serializer):
@@ -79,11 +81,11 @@ class SourceSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-def source_json(source: Source, last: Any) -> dict[str, Any]:
+def source_json(source: Source, last: Any, ctx: TenantContext) -> dict[str, Any]:
     return {
         "id": source.pk, "name": source.name, "key": source.key, "kind": source.kind, "config": source.config,
         "secrets": source_secret_names(source), "schedule_minutes": source.schedule_minutes, "enabled": source.enabled,
-        "status": source_status(source, last), "last_sync": sync_json(last), "access": source_access_names(source),
+        "status": source_status(source, last), "last_sync": sync_json(last, source=source, context=ctx), "access": source_access_names(source),
         "created_at": source.created_at, "updated_at": source.updated_at,
     }
 
@@ -137,8 +139,8 @@ def _refused(exc: ConfigError) -> exceptions.ValidationError:
 
 
 
-def _one(source: Source) -> dict[str, Any]:
-    return source_json(source, latest_syncs([source]).get(source.pk))
+def _one(source: Source, ctx: TenantContext) -> dict[str, Any]:
+    return source_json(source, latest_syncs([source]).get(source.pk), ctx)
 
 
 class _ReadOrEdit(APIView):
@@ -157,7 +159,7 @@ class SourceListApi(_ReadOrEdit):
         ctx = resolve_tenant_context(request)
         sources = list(source_list(tenant=ctx.tenant))
         latest = latest_syncs(sources)
-        return Response({"sources": [source_json(s, latest.get(s.pk)) for s in sources]})
+        return Response({"sources": [source_json(s, latest.get(s.pk), ctx) for s in sources]})
 
     @extend_schema(operation_id="sources_create", request=SourceCreateSerializer, responses={201: SourceSerializer},
                    summary="Add a source (editor): checked and reached once, then its first sync is queued",
@@ -175,7 +177,7 @@ class SourceListApi(_ReadOrEdit):
                                    access=v.get("access"))
         except ConfigError as exc:
             raise _refused(exc) from None
-        return Response(_one(source), status=status.HTTP_201_CREATED)
+        return Response(_one(source, ctx), status=status.HTTP_201_CREATED)
 
 
 class SourceDetailApi(_ReadOrEdit):
@@ -183,7 +185,7 @@ class SourceDetailApi(_ReadOrEdit):
                    summary="One source, its status and last sync (live counts while it runs)")
     def get(self, request: Request, source_id: int) -> Response:
         ctx = resolve_tenant_context(request)
-        return Response(_one(get_for_tenant(Source.objects.live(), tenant=ctx.tenant, pk=source_id)))
+        return Response(_one(get_for_tenant(Source.objects.live(), tenant=ctx.tenant, pk=source_id), ctx))
 
     @extend_schema(operation_id="sources_partial_update", parameters=[SOURCE_ID], request=SourceUpdateSerializer,
                    responses={200: SourceSerializer}, summary="Change a source (editor): name, config, schedule, enabled (pause)")
@@ -202,7 +204,7 @@ class SourceDetailApi(_ReadOrEdit):
                                    access=v.get("access", UNSET))
         except ConfigError as exc:
             raise _refused(exc) from None
-        return Response(_one(source))
+        return Response(_one(source, ctx))
 
     @extend_schema(operation_id="sources_destroy", parameters=[SOURCE_ID, TENANT], responses={202: None},
                    summary="Remove a source (editor): it disappears now, its documents are deleted in the background")
@@ -227,5 +229,5 @@ class SourceSyncApi(APIView):
         except SourceGone:
             raise exceptions.NotFound() from None
         source.refresh_from_db()
-        return Response({"queued": queued, "source": _one(source)}, status=status.HTTP_202_ACCEPTED)
+        return Response({"queued": queued, "source": _one(source, ctx)}, status=status.HTTP_202_ACCEPTED)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from accounts.models import Tenant
-from knowledge.sources.models import Source, SourceSync
+from knowledge.models import Document
+from knowledge.rag import reader_of
+from knowledge.sources.models import Source, SourceItem, SourceSync
 
 
 class SyncJson(TypedDict):
@@ -24,6 +27,7 @@ class SyncJson(TypedDict):
     deleted: int
     failed: int
     errors: list[dict[str, str]]
+    errors_withheld: int
 
 
 def source_list(*, tenant: Tenant) -> QuerySet[Source]:
@@ -47,13 +51,44 @@ def latest_syncs(sources: list[Source]) -> dict[int, SourceSync]:
     return {s.source_id: s for s in rows}
 
 
-def sync_json(sync: SourceSync | None) -> SyncJson | None:
+def sync_errors_for(*, source: Source, errors: Sequence[Mapping[str, str]], context: Any) -> tuple[list[dict[str, str]], int]:
+    """The sync ``errors`` the caller may see, and how many are withheld (issue 34: an error names its item,
+    the path of a document the caller may not be allowed to read).
+
+    ``context``: the caller's ``accounts.access.TenantContext`` in the source's tenant (taken by its shape;
+    None: an unknown caller, who sees none).
+    Those who read everything (tenant admins) see every error. Anyone else sees none unless the source's
+    own access list reaches them (its items' documents get that list), and then every error but those
+    naming an item whose document they may not read (an admin narrowed it since); an item never written
+    would get the source's list. Two indexed queries at most, only when an error names an item.
+    """
+    if context is None:
+        return [], len(errors)  # nobody known: nothing shown
+    reader = reader_of(context)
+    if reader is None or not errors:
+        return [dict(e) for e in errors], 0
+    readable = reader.principals
+    if not set(source.access) & set(readable):
+        return [], len(errors)
+    paths = [e["item"] for e in errors if e.get("item")]
+    written = dict(SourceItem.objects.filter(source=source, path__in=paths).values_list("path", "document_id")) if paths else {}
+    hidden_ids = set(
+        Document.objects.filter(tenant_id=source.tenant_id, external_id__in=list(written.values()))
+        .exclude(access__overlap=readable).values_list("external_id", flat=True)
+    ) if written else set()
+    shown = [dict(e) for e in errors if written.get(e.get("item", "")) not in hidden_ids]
+    return shown, len(errors) - len(shown)
+
+
+def sync_json(sync: SourceSync | None, *, source: Source, context: Any) -> SyncJson | None:
+    """A sync as the API shows it to ``context`` (its errors as ``sync_errors_for`` lets it see them)."""
     if sync is None:
         return None
+    errors, withheld = sync_errors_for(source=source, errors=sync.errors, context=context)
     return {
         "id": sync.pk, "status": sync.status, "trigger": sync.trigger, "started_at": sync.started_at, "finished_at": sync.finished_at,
         "listed": sync.listed, "added": sync.added, "updated": sync.updated, "unchanged": sync.unchanged, "deleted": sync.deleted,
-        "failed": sync.failed, "errors": list(sync.errors),
+        "failed": sync.failed, "errors": errors, "errors_withheld": withheld,
     }
 
 

@@ -159,7 +159,8 @@ class PostgresBackend:
 
     def _fetch(self, namespace: str, chunk_ids: Sequence[str], reader: Reader | None = None) -> list[RAGChunk]:
         # A read that need not see the caller's own latest write: a replica's when the request has one.
-        return replicas.replica_read(lambda alias: self._on(alias)._fetch_here(namespace, chunk_ids, reader), primary=self.using)
+        return replicas.replica_read(lambda alias: self._on(alias)._fetch_here(namespace, chunk_ids, reader),
+                                     tenant=namespace, primary=self.using)
 
     def _fetch_here(self, namespace: str, chunk_ids: Sequence[str], reader: Reader | None = None) -> list[RAGChunk]:
         tenant_id = self._find_tenant_id(namespace)
@@ -180,8 +181,9 @@ class PostgresBackend:
         return await sync_to_async(self._search, thread_sensitive=True)(query)
 
     def _search(self, query: RAGQuery) -> list[RAGHit]:
-        # On the request's replica when it has one (common.replicas: none after its own write, none lagging).
-        return replicas.replica_read(lambda alias: self._on(alias)._search_here(query), primary=self.using)
+        # On the request's replica when it has one (common.replicas: none after its own write or the tenant's
+        # access change, none lagging).
+        return replicas.replica_read(lambda alias: self._on(alias)._search_here(query), tenant=query.namespace, primary=self.using)
 
     def _search_here(self, query: RAGQuery) -> list[RAGHit]:
         tenant_id = self._query_tenant_id(query)
