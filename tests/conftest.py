@@ -47,6 +47,23 @@ def backend_setting(**options: Any) -> dict[str, Any]:
     return {"CLASS": configured["CLASS"], "OPTIONS": {**configured["OPTIONS"], **options}}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def warm_embedding_model() -> None:
+    """The local embedding model, loaded once before the first test (the model's session is per process).
+
+    Why: a test that processes a document inside its own transaction (``process_document`` in a
+    ``django_db`` test) has the lease renewed from the heartbeat's own connection, which cannot see the
+    transaction's rows; a first embedding slower than one beat (loading the model on a loaded machine)
+    then reads as a lost lease and the document stays "processing". Workers never see this: their rows
+    are committed. Which test comes first depends on the selection, so the model is warm for all of them.
+    """
+    from asgiref.sync import async_to_sync
+
+    from knowledge import rag
+
+    async_to_sync(rag.default_embedder().embed)(["warm up"])
+
+
 @dataclass
 class World:
     """``acme`` is ours; ``globex`` belongs to someone else.

@@ -33,9 +33,11 @@ DOCUMENTS = [
 
 @pytest.fixture
 def rusty(world: World, settings: Any) -> World:
-    # MaxSim weighs 2 in the blend here (the deployment's 0.5 was chosen on collections): on four passages,
-    # whether the stage reorders is then the model's doing, not how fusion happened to spread their scores.
-    reranker_setting(settings, weight=2.0)
+    # MaxSim weighs 8 in the blend here (the deployment's 0.5 was chosen on collections): on four passages,
+    # the order is then the model's, not how fusion happened to spread their scores. The int8 model's MaxSim
+    # for "answer" over "catalogue" differs by machine (0.7294 against 0.7241 on an AMD EPYC, more elsewhere):
+    # at weight 2 that small a margin lost to fusion's, so the test failed on one CPU and passed on another.
+    reranker_setting(settings, weight=8.0)
     async_to_sync(rag.postgres(rag.default_embedder(), namespace="acme").ingest)(DOCUMENTS)
     return world
 
