@@ -63,6 +63,9 @@ def test_with_database_url_that_server_is_used_and_migrates_without_pgvector() -
                 "WHERE con.conname IN ('chunk_tenant_id_unique', 'document_tenant_id_unique') ORDER BY 1"
             ).fetchall()
             assert keys == [("chunk_tenant_id_unique", True), ("document_tenant_id_unique", True)]
+            # knowledge/0021 swapped the chunk key's index for one carrying the access list, on 15 too.
+            chunk_key = conn.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'chunk_tenant_id_unique'").fetchone()
+            assert chunk_key == ("UNIQUE (tenant_id, id) INCLUDE (access)",)
     finally:
         with psycopg.connect(SYSTEM_PG, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

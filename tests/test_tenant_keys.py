@@ -53,3 +53,18 @@ def test_a_tenants_documents_are_still_found_through_an_index() -> None:
         cursor.execute("EXPLAIN SELECT id FROM knowledge_termstat WHERE tenant_id = 1")
         plan += "\n" + "\n".join(row[0] for row in cursor.fetchall())
     assert "Seq Scan" not in plan, plan
+
+
+def test_a_readers_access_test_on_a_chunk_found_by_id_needs_no_heap_row() -> None:
+    """The postings path tests a reader's access on chunks it found by id (issue 34): the chunk key carries
+    the access list (knowledge/0021), so the test is an index-only scan, not a fetch of the wide row."""
+    assert _keys("knowledge_chunk")["chunk_tenant_id_unique"] == ["tenant_id", "id"]  # INCLUDE adds no key column
+    with connection.cursor() as cursor:
+        # An empty test table: forbid every other way in, to ask whether an index-only scan *can* serve it.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("EXPLAIN SELECT c.id FROM knowledge_chunk c WHERE c.tenant_id = 1 AND c.id = 2 "
+                       "AND c.access && '{*,u:3}'::varchar[]")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Only Scan using chunk_tenant_id_unique" in plan, plan

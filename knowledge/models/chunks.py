@@ -62,7 +62,9 @@ class Chunk(models.Model):
             models.UniqueConstraint(fields=["tenant", "chunk_id"], name="chunk_tenant_chunk_id_unique"),
             # The key a distribution by tenant needs (Citus: every key holds the distribution column;
             # README, "Beyond one database"), and the target of tenant-qualified references to a chunk.
-            models.UniqueConstraint(fields=["tenant", "id"], name="chunk_tenant_id_unique"),
+            # It carries the access list so a reader's test on a chunk found by id (the postings path of
+            # keyword search) is an index-only scan, not a fetch of the wide row (migration 0021).
+            models.UniqueConstraint(fields=["tenant", "id"], include=["access"], name="chunk_tenant_id_unique"),
         ]
         indexes = [
             # Keyword matching (@@) before BM25 scoring.
