@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/search_latency.py [--sizes 100000,1000000] [--queries 200] [--graph]
         [--construction peers|windows] [--ef-search 40,200] [--keep-last]
+        [--ingest service|restore] [--service-sample 10000] [--maintenance-work-mem 3GB]
 
 Chunks are distinct windows of real scientific text (SciFact) so term statistics are
 natural. Vectors are *perturbed real embeddings*; random unit vectors would make any ANN
@@ -17,6 +18,21 @@ top 10 with NumPy's exact top 10. ``bytes_per_chunk``: each relation of the chun
 (heap, TOAST, every index) over the chunks stored, and the vector's own share (its column and
 the HNSW index). ``--graph`` also times hybrid search with the knowledge graph's leg (the graph the
 indexer extracted from the same chunks) and reports its p95 over plain hybrid's.
+
+``--ingest`` (the JSON's ``ingest_path``) says how each size's chunks are stored. ``service`` (the
+default): the product's path, ``service.ingest`` in batches of 1,000 (chunking, the embedding
+cache, the write transaction; the chunks land as a backlog) then ``backlog_index`` (postings, the
+HNSW entry of each chunk one at a time, the graph). ``restore``: the way a restored or bulk-loaded
+database is built: the HNSW index, the chunks' full-text GIN index and the postings' impact index
+are dropped, the chunks are cut by the service's chunker and written by the product's write
+transaction (``writes.replace``: documents, binary COPY of chunks, term statistics and, indexing
+inline, postings) in batches of 5,000 documents, and the three indexes then built again with ``CREATE INDEX`` (``index_seconds``). It skips what a
+restore does not do: the embedding cache's round trip and the HNSW insertions one chunk at a time,
+which made the service path about 50-200 chunks/s here (5 hours for a million). ``--service-sample N``
+(with ``restore``) also times N chunks through the service path at the first size, into a second
+tenant beside the loaded one (all indexes present), and reports them as ``service_path_sample``.
+``--maintenance-work-mem`` sets the index builds' memory (pgvector builds HNSW in memory when the
+graph fits); ``settings`` in the JSON records the server's settings that matter here.
 """
 
 from __future__ import annotations
@@ -148,6 +164,106 @@ def _bytes_per_chunk(n: int) -> dict[str, object]:
             "vector": {"column": round(float(column)), "hnsw": hnsw, "total": round(float(column)) + hnsw}}
 
 
+# Built after a restore's load instead of entry by entry during it (see the docstring's ``restore``).
+DEFERRED_INDEXES = ("chunk_search_vector_gin", "posting_term_impact")
+RESTORE_BATCH = 5000  # documents (here one chunk each) per write transaction of a restore
+SETTINGS = ("shared_buffers", "maintenance_work_mem", "max_parallel_maintenance_workers", "work_mem", "effective_cache_size",
+            "max_wal_size", "jit", "hnsw.ef_search")
+
+
+def _server_settings(cursor: object) -> dict[str, str]:
+    out = {}
+    for name in SETTINGS:
+        try:
+            cursor.execute(f"SELECT current_setting('{name}', true)")  # type: ignore[attr-defined]
+            out[name] = cursor.fetchone()[0]  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a setting this server lacks is reported as absent
+            out[name] = None
+    return out
+
+
+def _deferred_definitions() -> dict[str, str]:
+    """The definitions of the indexes a restore builds after its load: every HNSW index and ``DEFERRED_INDEXES``."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND (indexname = ANY(%s) OR indexname LIKE 'chunk\\_embedding\\_hnsw\\_%%')",
+            [list(DEFERRED_INDEXES)],
+        )
+        return dict(cursor.fetchall())
+
+
+def _build_indexes(definitions: dict[str, str], maintenance_work_mem: str) -> None:
+    """Create the indexes ``definitions`` holds unless they exist (a failed load builds them too)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if maintenance_work_mem:
+            cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
+        for name, definition in definitions.items():
+            started = time.perf_counter()
+            cursor.execute(definition.replace("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1)
+                           .replace("CREATE UNIQUE INDEX ", "CREATE UNIQUE INDEX IF NOT EXISTS ", 1))
+            print(f"  built {name} in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+
+def _restore_load(service: object, namespace: str, texts: Sequence[str], vectors: np.ndarray, n: int, *,
+                  graph: bool, definitions: dict[str, str], maintenance_work_mem: str) -> tuple[float, float]:
+    """Store chunks c0..c{n-1} the way a restore builds a database (the docstring's ``restore``);
+    returns (seconds to write chunks, statistics and postings, seconds to build the deferred indexes)."""
+    from django.db import connection
+
+    from knowledge import rag
+    from knowledge.rag.backends.postgres import PostgresBackend, writes
+    from knowledge.rag.checks import plan_documents, prepared_chunks
+    from knowledge.rag.types import PreparedDocument, content_hash, embedding_input
+
+    with connection.cursor() as cursor:
+        for name in definitions:
+            cursor.execute(f'DROP INDEX IF EXISTS "{name}"')
+    # Every write indexes inline (postings in its own transaction, no backlog flag to flip after);
+    # with the HNSW index dropped, that costs no HNSW insertion.
+    writer = PostgresBackend(inline_index_max_chunks=RESTORE_BATCH, extract_graph=graph)
+    try:
+        started = time.perf_counter()
+        for start in range(0, n, RESTORE_BATCH):
+            docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + RESTORE_BATCH, n))]
+            prepared = []
+            for doc, pieces in plan_documents(service.chunker, docs):  # type: ignore[attr-defined]
+                row = int(doc.id[1:])
+                found = {content_hash(embedding_input(doc.title, p.text)): vectors[row] for p in pieces}
+                prepared.append(PreparedDocument(document=doc, content_hash=content_hash(doc.text),
+                                                 chunks=tuple(prepared_chunks(doc, pieces, found, TableEmbedder.model_id))))
+            writes.replace(writer, namespace, prepared, None, "user")
+            if start and start % 100_000 == 0:
+                print(f"  stored {start} ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+        load_s = time.perf_counter() - started
+        print(f"  stored and posted {n} in {load_s:.0f} s", file=sys.stderr, flush=True)
+    finally:
+        started = time.perf_counter()
+        _build_indexes(definitions, maintenance_work_mem)
+    return load_s, time.perf_counter() - started
+
+
+def _service_load(service: object, namespace: str, texts: Sequence[str], start: int, stop: int) -> tuple[float, float]:
+    """The product's path: ``service.ingest`` in batches of 1,000, then ``backlog_index``; returns both durations."""
+    from asgiref.sync import async_to_sync
+
+    from knowledge import rag
+    from knowledge.services.indexing import backlog_index
+
+    started = time.perf_counter()
+    for first in range(start, stop, 1000):
+        docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(first, min(first + 1000, stop))]
+        async_to_sync(service.ingest)(docs)  # type: ignore[attr-defined]
+    ingest_s = time.perf_counter() - started
+    started = time.perf_counter()
+    backlog_index(namespace=namespace)  # what the workers do after a bulk load
+    return ingest_s, time.perf_counter() - started
+
+
 def _exact_top(vectors: np.ndarray, query: np.ndarray, k: int) -> list[str]:
     scores = vectors @ query
     top = np.argpartition(-scores, k)[:k]
@@ -186,6 +302,11 @@ def main() -> None:
     parser.add_argument("--ef-search", default="", help="extra HNSW ef_search values to report semantic recall@10 and latency for")
     parser.add_argument("--backlog", type=int, default=0, help="then store this many more chunks un-indexed and measure again")
     parser.add_argument("--graph", action="store_true", help="also time hybrid search with the graph leg")
+    parser.add_argument("--ingest", choices=("service", "restore"), default="service",
+                        help="service: the product's ingest and indexer; restore: a restore's bulk load, indexes built after")
+    parser.add_argument("--service-sample", type=int, default=0,
+                        help="with --ingest restore: time this many chunks through the service path at the first size")
+    parser.add_argument("--maintenance-work-mem", default="", help="maintenance_work_mem for the index builds (e.g. 3GB)")
     args = parser.parse_args()
     setup_django()
     import bm25s
@@ -193,7 +314,6 @@ def main() -> None:
     from django.db import connection
 
     from knowledge import rag
-    from knowledge.services.indexing import backlog_index
     from knowledge.rag.backends.postgres import PostgresBackend, maintenance
     from knowledge.rag.fusion import rrf
 
@@ -220,24 +340,36 @@ def main() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')")
         result["server"], result["pgvector"] = cursor.fetchone()
+        if args.maintenance_work_mem:
+            cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [args.maintenance_work_mem])
+        result["settings"] = _server_settings(cursor)
+    result["ingest_path"] = args.ingest
+    definitions = _deferred_definitions() if args.ingest == "restore" else {}
     for n in sizes:
         vectors = perturbed(base, n, noise, rng).astype(np.float32)
         with bench_tenant(f"bench-search-{n}", keep=args.keep_last and n == biggest) as tenant:
             service = rag.postgres(TableEmbedder(rows, vectors), namespace=tenant.slug)  # type: ignore[attr-defined]
-            started = time.perf_counter()
-            for start in range(0, n, 1000):
-                docs = [rag.RAGDocument(f"c{i}", texts[i]) for i in range(start, min(start + 1000, n))]
-                async_to_sync(service.ingest)(docs)
-            ingest_s = time.perf_counter() - started
-            started = time.perf_counter()
-            backlog_index(namespace=tenant.slug)  # type: ignore[attr-defined]  # what the workers do after a bulk load
-            index_s = time.perf_counter() - started
+            if args.ingest == "restore":
+                ingest_s, index_s = _restore_load(service, tenant.slug, texts, vectors, n, graph=args.graph,  # type: ignore[attr-defined]
+                                                  definitions=definitions, maintenance_work_mem=args.maintenance_work_mem)
+            else:
+                ingest_s, index_s = _service_load(service, tenant.slug, texts, 0, n)  # type: ignore[attr-defined]
             with connection.cursor() as cursor:
                 cursor.execute("ANALYZE knowledge_chunk, knowledge_posting, knowledge_termstat")  # as autovacuum would after a bulk load
             backend = PostgresBackend()
             figures: dict[str, object] = {"ingest_seconds": round(ingest_s, 1), "index_seconds": round(index_s, 1),
                                           "bytes_per_chunk": _bytes_per_chunk(n)}
             print(f"{n}: stored and indexed ({ingest_s:.0f} s + {index_s:.0f} s)", file=sys.stderr, flush=True)
+            if args.ingest == "restore" and args.service_sample and n == sizes[0]:
+                # The product's own path, timed beside the bulk load: a second tenant, every index in place.
+                sample = min(args.service_sample, n)
+                with bench_tenant(f"bench-search-sample-{n}") as other:
+                    sampled = rag.postgres(TableEmbedder(rows, vectors), namespace=other.slug)  # type: ignore[attr-defined]
+                    s_ingest, s_index = _service_load(sampled, other.slug, texts, 0, sample)  # type: ignore[attr-defined]
+                figures["service_path_sample"] = {"chunks": sample, "beside_chunks": n, "ingest_seconds": round(s_ingest, 1),
+                                                  "index_seconds": round(s_index, 1),
+                                                  "chunks_per_second": round(sample / max(s_ingest + s_index, 1e-3), 1)}
+                print(f"  service path: {sample} chunks in {s_ingest:.0f} s + {s_index:.0f} s", file=sys.stderr, flush=True)
             db_semantic: list[list[str]] = []
             for mode in rag.SearchMode:
                 times, pages = _timed_searches(backend, tenant.slug, mode, query_texts, query_vectors, args.limit)  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from django.db import connections, transaction
 
 from accounts.models import Tenant
 from knowledge.models import DEFAULT_SEARCH_CONFIG, Document, DocumentStatus
-from knowledge.rag.backends.postgres.binary_copy import copy_chunks
+from knowledge.rag.backends.postgres.binary_copy import copy_chunks, copy_vectors
 from knowledge.rag.backends.postgres.bm25 import WEIGHTED_TF, avgdl_sql, impact_sql
 from knowledge.rag.backends.postgres.namespaces import find_tenant_id, tenant_id as known_tenant_id
 from knowledge.rag.errors import EmbeddingModelChanged
@@ -353,10 +353,20 @@ def cache_embeddings(using: str, namespace: str, model_id: str, vectors: Mapping
         return  # nothing to keep, or a namespace its ingest has not created yet: no run to resume there
     digests = sorted(vectors)  # a fixed order: two runs upserting overlapping keys cannot deadlock
     # Its own transaction even inside an outer one: what is computed is kept whatever happens next.
+    # The vectors travel by binary COPY into a scratch table, then one upsert: formatting them as text
+    # and parsing that back cost about 2 ms a chunk, 40% of a bulk ingest that had its vectors already.
+    # The scratch table lives until the transaction ends (no session state, so it suits a transaction
+    # pooler); a second call inside one outer transaction finds it and empties it first.
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         cursor.execute(
+            "CREATE TEMPORARY TABLE IF NOT EXISTS quarry_embedding_stage (content_hash text, embedding double precision[]) "
+            "ON COMMIT DROP"
+        )
+        cursor.execute("DELETE FROM quarry_embedding_stage")
+        copy_vectors(cursor, "quarry_embedding_stage", [(d, vectors[d]) for d in digests])
+        cursor.execute(
             "INSERT INTO knowledge_embeddingcache (tenant_id, model_id, content_hash, embedding) "
-            "SELECT %s, %s, d, string_to_array(v, ',')::double precision[] FROM unnest(%s::text[], %s::text[]) AS u(d, v) "
+            "SELECT %s, %s, content_hash, embedding FROM quarry_embedding_stage ORDER BY content_hash "
             "ON CONFLICT (tenant_id, model_id, content_hash) DO NOTHING",
-            [tenant, model_id, digests, [",".join(map(repr, vectors[d])) for d in digests]],
+            [tenant, model_id],
         )
