@@ -3,6 +3,7 @@ repository made here with Debian's git, and moto's standalone S3 server in its o
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,7 +159,8 @@ def git(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def repo(tmp_path: Path, settings: Any) -> Path:
+    settings.QUARRY_SOURCE_FOLDER_ROOTS = [str(tmp_path)]  # a repository on this server's disk is under a root
     repo = tmp_path / "handbook"
     repo.mkdir()
     git(repo, "init", "--quiet", "--initial-branch=main")
@@ -266,3 +268,23 @@ def test_s3_bucket_that_cannot_be_listed_is_refused(world: World, s3_endpoint: s
         source_create(tenant=world.acme, name="Half", kind="s3", actor="e", config={"bucket": "handbook", "access_key_id": "k"})
     assert half.value.field == "config.secret_access_key"
     assert not Source.objects.exists()
+
+
+def test_a_repository_on_this_servers_disk_must_be_under_the_folder_roots(world: World, repo: Path, settings: Any, tmp_path: Path) -> None:
+    """A file:// URL or a path reads whatever the server's user can read: local repositories obey the roots
+    folder sources obey, at creation and again at each sync (the roots may change)."""
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    shutil.copytree(repo, elsewhere)
+    for url in (elsewhere.as_uri(), str(elsewhere), f"{repo.as_uri()}/../../{tmp_path.name}-elsewhere"):
+        with pytest.raises(ConfigError) as refused:
+            source_create(tenant=world.acme, name="R", kind="git", config={"url": url}, actor="e")
+        assert refused.value.field == "config.url" and "outside the folders sources may read" in refused.value.message, url
+    settings.QUARRY_SOURCE_FOLDER_ROOTS = []
+    with pytest.raises(ConfigError, match="QUARRY_SOURCE_FOLDER_ROOTS"):
+        source_create(tenant=world.acme, name="R", kind="git", config={"url": repo.as_uri()}, actor="e")
+    settings.QUARRY_SOURCE_FOLDER_ROOTS = [str(tmp_path)]
+    source = source_create(tenant=world.acme, name="R", kind="git", config={"url": repo.as_uri()}, actor="e")
+    settings.QUARRY_SOURCE_FOLDER_ROOTS = [str(elsewhere)]  # the server's roots changed: the next sync reads nothing
+    run = sync(source)
+    assert run.status == SyncStatus.FAILED and "outside the folders sources may read" in run.errors[0]["reason"]
+    assert not documents(world)

@@ -15,13 +15,37 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import unquote, urlsplit
 
 from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
+from knowledge.sources.connectors.folder import allowed_roots
 
 GIT_TIMEOUT_SECONDS = 600  # a first clone of a large repository; a hung server must not hold the sync forever
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$")
 _URL = re.compile(r"^(https?://|ssh://|git://|file://|/|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:)")
+
+
+def _check_local(url: str) -> None:
+    """Refuse a repository on this server's disk outside ``QUARRY_SOURCE_FOLDER_ROOTS``.
+
+    A ``file://`` URL or a path reads whatever the server's user can read: without this, any editor
+    could index a repository a folder source may not name (a deployment's configuration, another
+    checkout), so local repositories obey the folder sources' roots. Remote URLs are not affected."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        raw = unquote(parts.path)
+    elif url.startswith("/"):
+        raw = url
+    else:
+        return
+    roots = allowed_roots()
+    if not roots:
+        raise ConfigError("config.url", "repositories on this server are turned off: the server sets no QUARRY_SOURCE_FOLDER_ROOTS "
+                                        "(a remote URL, https:// or ssh://, needs none)")
+    if not any(Path(raw).resolve().is_relative_to(root) for root in roots):
+        raise ConfigError("config.url", f"{raw} is outside the folders sources may read ({', '.join(map(str, roots))})")
 
 
 class GitConnector:
@@ -34,6 +58,7 @@ class GitConnector:
         url = text(config, "url", required=True)
         if not _URL.match(url) or url.startswith("-"):
             raise ConfigError("config.url", "must be a URL git can clone: https://, ssh://, git://, file://, user@host:path or an absolute path")
+        _check_local(url)
         branch = text(config, "branch", default="")
         if branch and not _BRANCH.fullmatch(branch):
             raise ConfigError("config.branch", "is not a branch name")
@@ -74,6 +99,10 @@ class GitConnector:
 
     def _update_mirror(self) -> str:
         """Fetch the branch into the mirror; returns the head commit."""
+        try:
+            _check_local(self.url)  # again at each sync: the roots may have changed since the source was made
+        except ConfigError as exc:
+            raise ListingError(f"{self.url}: {exc.message}; nothing was fetched") from None
         ref = f"refs/heads/{self.branch}" if self.branch else "HEAD"
         if not (self.mirror / "HEAD").exists():
             self.context.workdir.mkdir(parents=True, exist_ok=True)
