@@ -13,6 +13,8 @@ Variables (all optional unless noted):
 
 from __future__ import annotations
 
+import ipaddress
+
 import os
 import warnings
 from datetime import timedelta
@@ -630,6 +632,16 @@ QUARRY_SOURCE_CONNECTORS: dict[str, str] = {
 }
 # Folder sources may name only folders under these (comma-separated absolute paths); empty: refused.
 QUARRY_SOURCE_FOLDER_ROOTS = env_list("QUARRY_SOURCE_FOLDER_ROOTS", [])
+# Addresses no web, git or S3 source may reach (comma-separated networks): by default the link-local range
+# and the cloud metadata services on it (169.254.169.254 hands out a cloud host's credentials), which no
+# knowledge lives at. Intranet and loopback addresses stay reachable: internal sites are what a self-hosted
+# knowledge base reads. Empty: nothing is refused.
+QUARRY_SOURCE_BLOCKED_NETWORKS = env_list(
+    "QUARRY_SOURCE_BLOCKED_NETWORKS", ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "0.0.0.0/8"])
+try:
+    [ipaddress.ip_network(n, strict=False) for n in QUARRY_SOURCE_BLOCKED_NETWORKS]  # checked at start, used by connectors.base
+except ValueError as exc:
+    raise ImproperlyConfigured(f"QUARRY_SOURCE_BLOCKED_NETWORKS: {exc}") from None
 # The key that encrypts source credentials at rest (HKDF of it); default: SECRET_KEY.
 QUARRY_SOURCE_SECRET_KEY = env_str("QUARRY_SOURCE_SECRET_KEY") or ""
 # Syncs of different sources running at once (each is one django-q2 task).

@@ -288,3 +288,33 @@ def test_a_repository_on_this_servers_disk_must_be_under_the_folder_roots(world:
     run = sync(source)
     assert run.status == SyncStatus.FAILED and "outside the folders sources may read" in run.errors[0]["reason"]
     assert not documents(world)
+
+
+# --- addresses no source may reach ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "config", "field"), [
+    ("web", {"url": "http://169.254.169.254/latest/meta-data/"}, "config.url"),
+    ("web", {"url": "http://127.0.0.1:9/", "sitemaps": ["http://[fe80::1]/sitemap.xml"]}, "config.sitemaps[0]"),
+    ("git", {"url": "https://169.254.169.254/org/repo.git"}, "config.url"),
+    ("s3", {"bucket": "handbook", "endpoint_url": "http://169.254.169.254", **{"access_key_id": "k", "secret_access_key": "s"}},
+     "config.endpoint_url"),
+])
+def test_a_source_may_not_name_a_link_local_or_metadata_address(world: World, kind: str, config: dict[str, Any], field: str) -> None:
+    """169.254.169.254 hands out a cloud host's credentials: no source may fetch from it (an editor's sync
+    would index them), nor from the rest of QUARRY_SOURCE_BLOCKED_NETWORKS; the refusal names the field."""
+    with pytest.raises(ConfigError) as refused:
+        source_create(tenant=world.acme, name="Metadata", kind=kind, config=config, actor="editor")
+    assert refused.value.field == field and "an address sources may not reach" in refused.value.message
+    assert not Source.objects.filter(tenant=world.acme).exists()
+
+
+def test_a_web_sync_checks_the_address_before_each_request(world: World, site: Site, settings: Any) -> None:
+    """A name can resolve elsewhere at sync time than when the source was made: every request is checked."""
+    source = web_source(world, site)
+    settings.QUARRY_SOURCE_BLOCKED_NETWORKS = ["127.0.0.0/8"]  # the site's address, blocked after the source was made
+    failed = sync(source)
+    assert failed.status == SyncStatus.FAILED and "an address sources may not reach" in failed.errors[0]["reason"], failed.errors
+    assert not documents(world)
+    settings.QUARRY_SOURCE_BLOCKED_NETWORKS = []  # nothing refused: the same source syncs
+    assert sync(source).status in (SyncStatus.SUCCEEDED, SyncStatus.PARTIAL)

@@ -10,10 +10,15 @@ attaches it to the item and ``fetch`` is not called.
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
+import socket
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit
+
+from django.conf import settings
 
 
 class ConfigError(ValueError):
@@ -171,3 +176,32 @@ class PathFilter:
 
 def _glob(path: str, name: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(path if "/" in pattern else name, pattern)
+
+
+def blocked_address(host: str | None) -> str | None:
+    """The address of ``host`` (a name or an IP literal) that ``QUARRY_SOURCE_BLOCKED_NETWORKS`` refuses, or None.
+
+    Every address the name resolves to is checked (a name may have several). A name that does not
+    resolve is None here: the request then fails as any unreachable host does. The check runs before each
+    connection, not during it: a name whose DNS answer changes in between can still slip through once.
+    """
+    networks = [ipaddress.ip_network(n, strict=False) for n in settings.QUARRY_SOURCE_BLOCKED_NETWORKS]
+    if not host or not networks:
+        return None
+    try:
+        addresses = {ipaddress.ip_address(host.strip("[]"))}
+    except ValueError:
+        try:
+            addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in socket.getaddrinfo(host, None)}
+        except (OSError, UnicodeError, ValueError):
+            return None
+    return next((str(a) for a in sorted(addresses, key=str) if any(a in n for n in networks)), None)
+
+
+def refuse_blocked_url(url: str, field: str) -> None:
+    """``ConfigError`` naming ``field`` when ``url``'s host is an address no source may reach."""
+    host = urlsplit(url).hostname
+    address = blocked_address(host)
+    if address is not None:
+        raise ConfigError(field, f"{host} is {address}, an address sources may not reach (QUARRY_SOURCE_BLOCKED_NETWORKS: "
+                                 "link-local and cloud metadata addresses by default)")

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
-from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import (
+    Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_blocked_url, refuse_unknown, string_list, text,
+)
 from knowledge.sources.connectors.folder import allowed_roots
 
 GIT_TIMEOUT_SECONDS = 600  # a first clone of a large repository; a hung server must not hold the sync forever
@@ -59,6 +61,8 @@ class GitConnector:
         if not _URL.match(url) or url.startswith("-"):
             raise ConfigError("config.url", "must be a URL git can clone: https://, ssh://, git://, file://, user@host:path or an absolute path")
         _check_local(url)
+        if re.match(r"^(https?|ssh|git)://", url):
+            refuse_blocked_url(url, "config.url")
         branch = text(config, "branch", default="")
         if branch and not _BRANCH.fullmatch(branch):
             raise ConfigError("config.branch", "is not a branch name")

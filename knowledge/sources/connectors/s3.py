@@ -16,7 +16,9 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import (
+    Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_blocked_url, refuse_unknown, string_list, text,
+)
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _CLIENT_ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
@@ -35,6 +37,8 @@ class S3Connector:
         endpoint = text(config, "endpoint_url")
         if endpoint and not re.match(r"^https?://[^/\s]+", endpoint):
             raise ConfigError("config.endpoint_url", f"{endpoint[:200]!r} is not an http(s) URL")
+        if endpoint:
+            refuse_blocked_url(endpoint, "config.endpoint_url")
         key_id = text(config, "access_key_id", max_length=256)
         if bool(key_id) != bool(secrets.get("secret_access_key")):
             field = "config.secret_access_key" if key_id else "config.access_key_id"

@@ -31,7 +31,10 @@ import httpx
 import lxml.etree
 import lxml.html
 
-from knowledge.sources.connectors.base import Content, Context, ConfigError, Item, ItemError, Known, ListingError, number, refuse_unknown, string_list, text
+from knowledge.sources.connectors.base import (
+    Content, Context, ConfigError, Item, ItemError, Known, ListingError, blocked_address, number, refuse_blocked_url, refuse_unknown,
+    string_list, text,
+)
 
 TIMEOUT_SECONDS = 30.0
 MAX_SITEMAP_URLS = 50_000
@@ -42,7 +45,20 @@ def _http_url(value: str, field: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(field, f"{value[:200]!r} is not an http(s) URL")
+    refuse_blocked_url(value, field)
     return value
+
+
+class BlockedAddress(httpx.ConnectError):
+    """A request to an address ``QUARRY_SOURCE_BLOCKED_NETWORKS`` refuses (checked before each request:
+    a name can resolve elsewhere at sync time than when the source was made)."""
+
+
+def _refuse_blocked(request: httpx.Request) -> None:
+    address = blocked_address(request.url.host)
+    if address is not None:
+        raise BlockedAddress(f"{request.url.host} is {address}, an address sources may not reach (QUARRY_SOURCE_BLOCKED_NETWORKS)",
+                             request=request)
 
 
 def _patterns(config: Mapping[str, Any], name: str) -> list[str]:
@@ -87,7 +103,8 @@ class WebConnector:
         headers = {"User-Agent": context.user_agent}
         if secrets.get("authorization"):
             headers["Authorization"] = secrets["authorization"]
-        self.client = httpx.Client(headers=headers, timeout=TIMEOUT_SECONDS, follow_redirects=False)
+        self.client = httpx.Client(headers=headers, timeout=TIMEOUT_SECONDS, follow_redirects=False,
+                                   event_hooks={"request": [_refuse_blocked]})
         self.user_agent = context.user_agent
         self.robots: dict[str, urllib.robotparser.RobotFileParser] = {}
         self.last_request: dict[str, float] = {}
@@ -127,7 +144,7 @@ class WebConnector:
             try:
                 answer = self.client.get(robots_url)
             except httpx.HTTPError as exc:
-                raise ListingError(f"{robots_url} could not be read ({exc.__class__.__name__}); nothing was crawled") from None
+                raise ListingError(f"{robots_url} could not be read ({exc.__class__.__name__}: {str(exc)[:200]}); nothing was crawled") from None
             if answer.status_code >= 500:
                 # RFC 9309: a server error on robots.txt means "assume complete disallow" for now.
                 raise ListingError(f"{robots_url} answered {answer.status_code}; the site is not crawled until it answers")
@@ -203,7 +220,7 @@ class WebConnector:
                 data = self._read(answer)
         except httpx.HTTPError as exc:
             if first:
-                raise ListingError(f"the start URL {url} could not be read ({exc.__class__.__name__})") from None
+                raise ListingError(f"the start URL {url} could not be read ({exc.__class__.__name__}: {str(exc)[:200]})") from None
             return self._failed(url, previous, f"{exc.__class__.__name__}: {str(exc)[:200]}"), remembered
         except ItemError as exc:
             return self._failed(url, previous, str(exc)), remembered
@@ -245,7 +262,7 @@ class WebConnector:
         try:
             answer = self.client.get(sitemap)
         except httpx.HTTPError as exc:
-            raise ListingError(f"the sitemap {sitemap} could not be read ({exc.__class__.__name__})") from None
+            raise ListingError(f"the sitemap {sitemap} could not be read ({exc.__class__.__name__}: {str(exc)[:200]})") from None
         if answer.status_code != 200:
             raise ListingError(f"the sitemap {sitemap} answered {answer.status_code}")
         try:
