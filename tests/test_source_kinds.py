@@ -296,6 +296,8 @@ def test_a_repository_on_this_servers_disk_must_be_under_the_folder_roots(world:
 @pytest.mark.parametrize(("kind", "config", "field"), [
     ("web", {"url": "http://169.254.169.254/latest/meta-data/"}, "config.url"),
     ("web", {"url": "http://127.0.0.1:9/", "sitemaps": ["http://[fe80::1]/sitemap.xml"]}, "config.sitemaps[0]"),
+    ("web", {"url": "http://[::ffff:169.254.169.254]/"}, "config.url"),  # the IPv4 host, written as IPv6
+    ("web", {"url": "http://2852039166/"}, "config.url"),  # 169.254.169.254 as one number, as resolvers read it
     ("git", {"url": "https://169.254.169.254/org/repo.git"}, "config.url"),
     ("s3", {"bucket": "handbook", "endpoint_url": "http://169.254.169.254", **{"access_key_id": "k", "secret_access_key": "s"}},
      "config.endpoint_url"),

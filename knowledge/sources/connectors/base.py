@@ -195,6 +195,8 @@ def blocked_address(host: str | None) -> str | None:
             addresses = {ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in socket.getaddrinfo(host, None)}
         except (OSError, UnicodeError, ValueError):
             return None
+    # An IPv4 address written as IPv6 (::ffff:169.254.169.254) reaches the IPv4 host: it is checked as that.
+    addresses |= {a.ipv4_mapped for a in addresses if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped}
     return next((str(a) for a in sorted(addresses, key=str) if any(a in n for n in networks)), None)
 
 
