@@ -23,6 +23,21 @@ def allowed_roots() -> list[Path]:
     return [Path(r).resolve() for r in settings.QUARRY_SOURCE_FOLDER_ROOTS]
 
 
+def path_under_roots(raw: str, field: str, *, off: str) -> Path:
+    """``raw`` resolved (``..`` and symlinks followed), when it is an absolute path under a root of
+    ``QUARRY_SOURCE_FOLDER_ROOTS``; otherwise ``ConfigError`` naming ``field`` (``off``: the message when
+    the server sets no roots). Folder sources and git repositories on this server's disk both obey it."""
+    roots = allowed_roots()
+    if not roots:
+        raise ConfigError(field, off)
+    if not os.path.isabs(raw):
+        raise ConfigError(field, "must be an absolute path")
+    resolved = Path(raw).resolve()
+    if not any(resolved.is_relative_to(root) for root in roots):
+        raise ConfigError(field, f"{raw} is outside the folders sources may read ({', '.join(map(str, roots))})")
+    return resolved
+
+
 class FolderConnector:
     kind: ClassVar[str] = "folder"
     secret_fields: ClassVar[tuple[str, ...]] = ()
@@ -31,14 +46,7 @@ class FolderConnector:
     def check_config(cls, config: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:
         refuse_unknown(config, ("path", "include", "exclude"))
         raw = text(config, "path", required=True)
-        roots = allowed_roots()
-        if not roots:
-            raise ConfigError("config.path", "folder sources are turned off: the server sets no QUARRY_SOURCE_FOLDER_ROOTS")
-        if not os.path.isabs(raw):
-            raise ConfigError("config.path", "must be an absolute path")
-        resolved = Path(raw).resolve()
-        if not any(resolved.is_relative_to(root) for root in roots):
-            raise ConfigError("config.path", f"{raw} is outside the folders sources may read ({', '.join(map(str, roots))})")
+        resolved = path_under_roots(raw, "config.path", off="folder sources are turned off: the server sets no QUARRY_SOURCE_FOLDER_ROOTS")
         return {"path": str(resolved), "include": string_list(config, "include"), "exclude": string_list(config, "exclude")}
 
     def __init__(self, config: Mapping[str, Any], secrets: Mapping[str, str], context: Context) -> None:

@@ -15,14 +15,13 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from knowledge.sources.connectors.base import (
     Content, Context, ConfigError, Item, ItemError, Known, ListingError, PathFilter, refuse_blocked_url, refuse_unknown, string_list, text,
 )
-from knowledge.sources.connectors.folder import allowed_roots
+from knowledge.sources.connectors.folder import path_under_roots
 
 GIT_TIMEOUT_SECONDS = 600  # a first clone of a large repository; a hung server must not hold the sync forever
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$")
@@ -42,12 +41,8 @@ def _check_local(url: str) -> None:
         raw = url
     else:
         return
-    roots = allowed_roots()
-    if not roots:
-        raise ConfigError("config.url", "repositories on this server are turned off: the server sets no QUARRY_SOURCE_FOLDER_ROOTS "
-                                        "(a remote URL, https:// or ssh://, needs none)")
-    if not any(Path(raw).resolve().is_relative_to(root) for root in roots):
-        raise ConfigError("config.url", f"{raw} is outside the folders sources may read ({', '.join(map(str, roots))})")
+    path_under_roots(raw, "config.url", off="repositories on this server are turned off: the server sets no "
+                                            "QUARRY_SOURCE_FOLDER_ROOTS (a remote URL, https:// or ssh://, needs none)")
 
 
 class GitConnector:
