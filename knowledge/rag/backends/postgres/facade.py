@@ -69,6 +69,9 @@ class PostgresBackend:
         (None: offline only; ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
+        ``ef_search``: the fewest candidates the ANN path takes from the bit index and re-ranks by cosine
+        (``sql.ann_candidates`` gives more to a larger tenant; ``hnsw.ef_search`` is set to their number).
+
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
         every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway.
 

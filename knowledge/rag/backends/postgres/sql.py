@@ -27,6 +27,7 @@ NET_POSTINGS_PER_TERM = 100
 # The fast path's best this many times the page's depth are completed with the terms whose
 # postings were cut (see keyword_leg_sql): SciFact's test split lost 0.003 nDCG@10 to the cut.
 RESCORE_FACTOR = 3
+# The backend's default floor for the ANN path's candidates (``PostgresBackend(ef_search=)``), below ANN_MIN.
 HNSW_EF_SEARCH = 100
 # pgvector caps hnsw.ef_search here; past it the iterative scan (relaxed_order) supplies the rest of a
 # larger candidate list, up to hnsw.max_scan_tuples (20,000 by default) entries visited.
