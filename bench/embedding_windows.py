@@ -32,11 +32,14 @@ def main() -> None:
     setup_django()
     from pathlib import Path
 
+    from django.db.models.expressions import RawSQL
     from tokenizers import Tokenizer
 
     from accounts.models import Tenant
     from knowledge.evaluation import ndcg_at_k, read_jsonl, read_qrels
     from knowledge.models import Chunk
+    from knowledge.rag import factory
+    from knowledge.rag.backends.postgres import sql as pg_sql
     from knowledge.rag.factory import embedder_named
     from knowledge.rag.types import embedding_input
 
@@ -46,8 +49,10 @@ def main() -> None:
     whole.no_truncation()
     whole.no_padding()
     tenant = Tenant.objects.get(slug=args.tenant)
-    rows = list(Chunk.objects.filter(tenant=tenant, embedding_model=embedder.model_id)
-                .values_list("id", "document__external_id", "document__title", "text", "embedding").order_by("id"))
+    # The stored vector as the backend reads it: the halfvec column where pgvector is installed (migration 0022).
+    stored_vector = RawSQL(pg_sql.stored_vector_sql(factory.backend().has_pgvector(), alias="knowledge_chunk"), [])  # type: ignore[attr-defined]
+    rows = list(Chunk.objects.filter(tenant=tenant, embedding_model=embedder.model_id).annotate(vector=stored_vector)
+                .values_list("id", "document__external_id", "document__title", "text", "vector").order_by("id"))
     if not rows:
         raise SystemExit(f"tenant {args.tenant!r} holds no vectors of {embedder.model_id}")
     docs = [r[1] for r in rows]

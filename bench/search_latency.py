@@ -118,13 +118,20 @@ def _base_vectors(local: object, fallback_texts: list[str]) -> np.ndarray:
     """Real embeddings to perturb: SciFact's, when ``manage.py evaluate`` already indexed them
     (5,183 distinct documents), else 1,000 passages embedded now."""
     from asgiref.sync import async_to_sync
+    from django.db import connection
 
-    from knowledge.models import Chunk
+    from knowledge.rag import factory
+    from knowledge.rag.backends.postgres import sql as q
 
-    stored = list(
-        Chunk.objects.filter(tenant__slug="scifact", embedding__isnull=False, embedding_model="local/all-MiniLM-L6-v2-int8")
-        .values_list("embedding", flat=True)[:20000]
-    )
+    # Read through the backend's own SQL: where pgvector is installed the vector is the halfvec column.
+    pgvector = factory.backend().has_pgvector()  # type: ignore[attr-defined]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {q.stored_vector_sql(pgvector)} FROM knowledge_chunk c JOIN accounts_tenant t ON t.id = c.tenant_id "
+            f"WHERE t.slug = 'scifact' AND c.embedding_model = %s AND {q.has_vector_sql(pgvector)} LIMIT 20000",
+            ["local/all-MiniLM-L6-v2-int8"],
+        )
+        stored = [row[0] for row in cursor.fetchall()]
     if len(stored) >= 1000:
         return np.array(stored, dtype=np.float64)
     return np.array(async_to_sync(local.embed)(fallback_texts), dtype=np.float64)  # type: ignore[attr-defined]
@@ -136,7 +143,12 @@ def _bytes_per_chunk(n: int) -> dict[str, object]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*), coalesce(avg(pg_column_size(embedding)), 0) FROM knowledge_chunk")
+        # The vector's column: embedding_half (halfvec) where pgvector is installed (migration 0022), else embedding.
+        cursor.execute("SELECT 1 FROM pg_attribute WHERE attrelid = 'knowledge_chunk'::regclass AND attname = 'embedding_half' "
+                       "AND NOT attisdropped")
+        vector = "coalesce(pg_column_size(embedding_half), 0) + coalesce(pg_column_size(embedding), 0)" if cursor.fetchone() \
+            else "pg_column_size(embedding)"
+        cursor.execute(f"SELECT count(*), coalesce(avg({vector}), 0) FROM knowledge_chunk")
         chunks, column = cursor.fetchone()
         cursor.execute(
             """
@@ -299,7 +311,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--noise", type=float, default=None, help="per-dimension sigma of the perturbation (peers 0.04, windows 0.02)")
-    parser.add_argument("--ef-search", default="", help="extra HNSW ef_search values to report semantic recall@10 and latency for")
+    parser.add_argument("--ef-search", default="", help="extra PostgresBackend ef_search values (the ANN path's fewest candidates, and hnsw.ef_search "
+                        "when above sql.ann_candidates) to report semantic recall@10 and latency for")
     parser.add_argument("--backlog", type=int, default=0, help="then store this many more chunks un-indexed and measure again")
     parser.add_argument("--graph", action="store_true", help="also time hybrid search with the graph leg")
     parser.add_argument("--ingest", choices=("service", "restore"), default="service",

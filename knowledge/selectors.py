@@ -206,7 +206,9 @@ def document_chunk_rows(*, tenant: Tenant, document: Document) -> "QuerySet[Chun
         .values("chunk_id", "ordinal", "start_char", "end_char", "embedding_model", "text")
         .annotate(
             length=Length("text"),
-            embedded=ExpressionWrapper(Q(embedding__isnull=False), output_field=BooleanField()),
+            # Where pgvector is installed the vector is in embedding_half (outside the model: migration 0022) and
+            # embedding stays NULL; a chunk carries its model's id exactly when it got a vector of it.
+            embedded=ExpressionWrapper(Q(embedding__isnull=False) | ~Q(embedding_model=""), output_field=BooleanField()),
         )
     )
 

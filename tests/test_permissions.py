@@ -19,7 +19,7 @@ from knowledge.models import Chunk, Document
 from knowledge.services.access import access_principals, document_access_set
 from knowledge.services.documents import document_ingest
 from tests.conftest import World
-from tests.factories import make_member
+from tests.factories import chunk_vectors, make_member
 
 PAYROLL = "Payroll 2026: Zebediah Quill earns 91,500 dollars a year; the payroll run is on the 25th."
 HANDBOOK = "Employee handbook: holidays are booked in the portal; the payroll calendar is in the portal too."
@@ -92,11 +92,12 @@ def test_fetch_omits_unreadable_ids_like_missing_ones(team: Team) -> None:
 
 def test_access_change_reaches_chunks_without_reembedding(team: Team) -> None:
     payroll = Document.objects.get(external_id="payroll/2026")
-    before = list(Chunk.objects.filter(document=payroll).values_list("embedding", flat=True))
+    before = chunk_vectors(Chunk.objects.filter(document=payroll))
+    assert None not in before
     document_access_set(documents=[payroll], principals=access_principals(tenant=team.world.acme, users=["stranger"]), actor="t")
     assert "payroll/2026" in search(team, team.stranger, "Zebediah Quill", "keyword")
     assert "payroll/2026" not in search(team, team.world.teammate, "Zebediah Quill", "keyword")
-    assert list(Chunk.objects.filter(document=payroll).values_list("embedding", flat=True)) == before
+    assert chunk_vectors(Chunk.objects.filter(document=payroll)) == before
 
 
 def test_reingestion_keeps_access(team: Team) -> None:

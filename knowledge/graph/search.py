@@ -193,8 +193,9 @@ def similarity_sql(dimension: int | None, has_vector: bool) -> str:
         return "1.0"
     if dimension is not None:
         d = int(dimension)
-        return (f"CASE WHEN array_length(c.embedding, 1) = {d} AND c.embedding_model = %(model)s "
-                f"THEN 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) ELSE 0 END")
+        # Where pgvector is installed the vector is the halfvec column (knowledge.rag.backends.postgres.sql).
+        return (f"CASE WHEN vector_dims(c.embedding_half) = {d} AND c.embedding_model = %(model)s "
+                f"THEN 1 - ((c.embedding_half::halfvec({d})) <=> %(vec_text)s::halfvec({d})) ELSE 0 END")
     return ("CASE WHEN array_length(c.embedding, 1) = %(dim)s AND c.embedding_model = %(model)s "
             "THEN (SELECT sum(a * b) FROM unnest(c.embedding, %(vec)s::float8[]) AS t(a, b)) ELSE 0 END")
 

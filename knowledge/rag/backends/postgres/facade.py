@@ -69,6 +69,9 @@ class PostgresBackend:
         (None: offline only; ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
+        ``ef_search``: the fewest candidates the ANN path takes from the bit index and re-ranks by cosine
+        (``sql.ann_candidates`` gives more to a larger tenant; ``hnsw.ef_search`` is set to their number).
+
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
         every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway.
 
@@ -111,11 +114,16 @@ class PostgresBackend:
         return reader
 
     def has_pgvector(self) -> bool:
-        """Whether the database has pgvector (asked once per backend)."""
+        """Whether the database has pgvector and the chunks' halfvec column (migration 0022 adds it where the
+        extension is installed), so vectors are read from ``embedding_half`` (asked once per backend)."""
         if self._pgvector is None:
             with connections[self.using].cursor() as cursor:
-                cursor.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
-                self._pgvector = cursor.fetchone() is not None
+                cursor.execute(
+                    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') AND EXISTS (SELECT 1 FROM pg_attribute "
+                    "WHERE attrelid = 'knowledge_chunk'::regclass AND attname = %s AND NOT attisdropped)",
+                    [q.HALF_COLUMN],
+                )
+                self._pgvector = bool(cursor.fetchone()[0])
         return self._pgvector
 
     def _find_tenant_id(self, namespace: str) -> int | None:
@@ -235,8 +243,8 @@ class PostgresBackend:
                 return {}  # all new: nothing to reuse
             # Two steps, so each uses its own index whatever the planner thinks of the tenant (see writes.OF_DOCUMENTS).
             cursor.execute(
-                f"SELECT c.chunk_id, c.content_hash, c.embedding FROM knowledge_chunk c "
-                f"WHERE {writes.OF_DOCUMENTS} AND c.embedding_model = %s AND c.embedding IS NOT NULL",
+                f"SELECT c.chunk_id, c.content_hash, {q.stored_vector_sql(self.has_pgvector())} FROM knowledge_chunk c "
+                f"WHERE {writes.OF_DOCUMENTS} AND c.embedding_model = %s AND {q.has_vector_sql(self.has_pgvector())}",
                 [tenant_id, doc_pks, model_id],
             )
             return {(chunk_id, digest): tuple(vector) for chunk_id, digest, vector in cursor.fetchall()}
@@ -268,10 +276,10 @@ class PostgresBackend:
     def _embedding_models(self, namespace: str, document_ids: Sequence[str]) -> set[str]:
         with connections[self.using].cursor() as cursor:
             cursor.execute(
-                "SELECT DISTINCT c.embedding_model FROM accounts_tenant t "
+                f"SELECT DISTINCT c.embedding_model FROM accounts_tenant t "
                 "JOIN knowledge_document d ON d.tenant_id = t.id AND d.external_id = ANY(%s) "
                 "JOIN knowledge_chunk c ON c.document_id = d.id "
-                "WHERE t.slug = %s AND c.embedding IS NOT NULL AND c.embedding_model <> ''",
+                f"WHERE t.slug = %s AND {q.has_vector_sql(self.has_pgvector())} AND c.embedding_model <> ''",
                 [list(document_ids), namespace],
             )
             return {row[0] for row in cursor.fetchall()}

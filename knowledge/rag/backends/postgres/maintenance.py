@@ -92,10 +92,10 @@ def reembed_pending(backend: PostgresBackend, namespace: str, model_id: str, *, 
     tenant_id = known_tenant_id(backend.using, namespace)
     with connections[backend.using].cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT c.id, c.content_hash, c.title, c.text FROM knowledge_chunk c
             WHERE c.tenant_id = %(tenant)s AND c.id > %(after)s
-              AND (c.embedding IS NULL OR c.embedding_model <> %(model)s)
+              AND (NOT {q.has_vector_sql(backend.has_pgvector())} OR c.embedding_model <> %(model)s)
               AND NOT EXISTS (SELECT 1 FROM knowledge_embeddingcache e
                               WHERE e.tenant_id = %(tenant)s AND e.model_id = %(model)s AND e.content_hash = c.content_hash)
             ORDER BY c.id LIMIT %(limit)s
@@ -139,18 +139,20 @@ def reembed_switch(backend: PostgresBackend, namespace: str, model_id: str, embe
             writes.cache_embeddings(backend.using, namespace, model_id, dict(zip(texts, vectors, strict=True)))
             after = pending[-1][0]
         writes.plan_for_keyed_writes(cursor)
+        has_vector = q.has_vector_sql(backend.has_pgvector())
+        # Where pgvector is installed the chunk's trigger moves the written array into embedding_half.
         cursor.execute(
-            """
+            f"""
             UPDATE knowledge_chunk c SET embedding = e.embedding, embedding_model = e.model_id
             FROM knowledge_embeddingcache e
             WHERE c.tenant_id = %(tenant)s AND e.tenant_id = %(tenant)s AND e.model_id = %(model)s
-              AND e.content_hash = c.content_hash AND (c.embedding IS NULL OR c.embedding_model <> %(model)s)
+              AND e.content_hash = c.content_hash AND (NOT {has_vector} OR c.embedding_model <> %(model)s)
             """,
             {"tenant": tenant_id, "model": model_id},
         )
         changed = cursor.rowcount
         cursor.execute(
-            "SELECT count(*) FROM knowledge_chunk WHERE tenant_id = %s AND (embedding IS NULL OR embedding_model <> %s)",
+            f"SELECT count(*) FROM knowledge_chunk c WHERE c.tenant_id = %s AND (NOT {has_vector} OR c.embedding_model <> %s)",
             [tenant_id, model_id],
         )
         left = int(cursor.fetchone()[0])

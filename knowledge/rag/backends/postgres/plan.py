@@ -4,8 +4,9 @@ One round trip per search (both legs and their fusion in one statement, the HNSW
 with it), a second only when the fast plan came back short. A tenant of at most the
 backend's ``exact_max_chunks`` chunks is ranked by exact cosine over its own rows (found through
 its b-tree, no ANN), so its results never depend on the shared HNSW index's state, which other
-tenants' churn degrades. Above it, with pgvector, semantic ordering uses the HNSW index over
-``embedding::vector(d)`` with iterative scans; a page that comes back short after filtering is
+tenants' churn degrades. Above it, with pgvector, the HNSW index over the sign bits of the chunks'
+halfvecs (``binary_quantize(embedding_half)::bit(d)``) returns ``sql.ann_candidates`` candidates (more
+in a larger tenant) with iterative scans, re-ranked by the halfvec's cosine; a page that comes back short after filtering is
 recomputed exactly, so filters never cost results. Until a chunk is indexed, search scores it
 exactly (BM25 from its tsvector, cosine from its vector) and merges it into the same ranking.
 """
@@ -41,10 +42,14 @@ def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RA
     # test alone: most readers read most of a tenant, the count cannot stop early on the access column's
     # index (everyone's chunks share "*"), and a reader who may read little is caught by the short-page check.
     selective = bool(query.filters) or bool(parsed.phrases or parsed.negated)
-    small = dim is not None and query.mode is not SearchMode.KEYWORD and (
-        _is_small(backend, query, tenant_id) or (selective and _few_candidates(backend, query, parsed, tenant_id))
+    ranked = dim is not None and query.mode is not SearchMode.KEYWORD
+    # The tenant's size decides both exact-or-ANN and, on the ANN path, how many candidates the index returns.
+    chunks = _tenant_chunks(backend, query, tenant_id) if ranked else 0
+    small = ranked and (
+        (backend.exact_max_chunks > 0 and chunks <= backend.exact_max_chunks)
+        or (selective and _few_candidates(backend, query, parsed, tenant_id))
     )
-    rows = _run(backend, query, parsed, tenant_id, exact_semantic=small)
+    rows = _run(backend, query, parsed, tenant_id, exact_semantic=small, tenant_chunks=chunks)
     # The fast paths (postings, HNSW) can come back short once filters apply;
     # the exact plans cannot. Only a filtered query, or an ANN one, can be short.
     wanted = query.limit if query.mode is not SearchMode.HYBRID else max(backend.hybrid_depth, query.limit)
@@ -52,7 +57,8 @@ def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RA
     exact_keyword = query.mode is not SearchMode.SEMANTIC and filtered and first.get("kw_count", 0) < wanted
     exact_semantic = not small and query.mode is not SearchMode.KEYWORD and dim is not None and first.get("sem_count", 0) < wanted
     if exact_keyword or exact_semantic:
-        rows = _run(backend, query, parsed, tenant_id, exact_keyword=exact_keyword, exact_semantic=exact_semantic or small)
+        rows = _run(backend, query, parsed, tenant_id, exact_keyword=exact_keyword, exact_semantic=exact_semantic or small,
+                    tenant_chunks=chunks)
     return [_hit(query, row) for row in rows]
 
 
@@ -90,18 +96,16 @@ def chunk_from_row(namespace: str, row: Sequence[Any]) -> RAGChunk:
     return RAGChunk(chunk_id, document_id, namespace, text, title or None, uri or None, metadata or {}, start_char=start, end_char=end)
 
 
-def _is_small(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> bool:
-    """Whether the tenant has at most ``exact_max_chunks`` chunks (its statistics row counts every
-    chunk, indexed or not, and changes in the transaction that changes the chunks: one key lookup,
-    none when the request resolved the namespace with its size)."""
-    if backend.exact_max_chunks == 0:
-        return False
+def _tenant_chunks(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> int:
+    """How many chunks the tenant holds (its statistics row counts every chunk, indexed or not, and
+    changes in the transaction that changes the chunks: one key lookup, none when the request
+    resolved the namespace with its size)."""
     if query.resolved is not None:
-        return query.resolved.chunks <= backend.exact_max_chunks
+        return query.resolved.chunks
     with connections[backend.using].cursor() as cursor:
         cursor.execute("SELECT chunk_count FROM knowledge_corpusstat WHERE tenant_id = %s", [tenant_id])
         row = cursor.fetchone()
-    return (row[0] if row else 0) <= backend.exact_max_chunks
+    return int(row[0]) if row else 0
 
 
 def _few_candidates(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenant_id: int) -> bool:
@@ -131,8 +135,9 @@ def _postings_per_term(backend: PostgresBackend, query: RAGQuery) -> int:
 
 
 def _run(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenant_id: int, *, exact_keyword: bool = False,
-         exact_semantic: bool = False) -> list[dict[str, Any]]:
-    """The rows of one search statement; the HNSW path's settings travel with it, in the same round trip."""
+         exact_semantic: bool = False, tenant_chunks: int = 0) -> list[dict[str, Any]]:
+    """The rows of one search statement; the HNSW path's settings travel with it, in the same round trip.
+    ``tenant_chunks`` (the tenant's size) sets the ANN path's candidates (``sql.ann_candidates``)."""
     dim = dimension(backend, query)
     params: dict[str, Any] = {
         "tenant": tenant_id, "limit": query.limit, "depth": max(backend.hybrid_depth, query.limit),
@@ -154,9 +159,13 @@ def _run(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenan
                                         fusion=query.fusion.value)
     ann = dim is not None and not exact_semantic
     if ann:
-        # The candidate list must be well above the rows wanted, or recall drops (limit 100 at ef 100: -0.005 nDCG).
+        # The bit index's candidates, re-ranked by cosine: never fewer than the rows wanted (nor than the
+        # backend's ef_search). ef_search bounds what one index scan returns; past pgvector's cap of 1,000
+        # the iterative scan (relaxed_order) goes on until the LIMIT is met.
         wanted = params["depth"] if query.mode is SearchMode.HYBRID else query.limit
-        params["ef_search"] = str(min(1000, max(backend.ef_search, 2 * wanted)))
+        candidates = max(q.ann_candidates(tenant_chunks), wanted, backend.ef_search)
+        params["candidates"] = candidates
+        params["ef_search"] = str(min(q.EF_SEARCH_MAX, candidates))
         # One round trip: Django's client-side binding cursor sends these statements as one query, which
         # PostgreSQL runs as one transaction (outside an atomic block too), so the settings, local to
         # it, reach the search and end with it.

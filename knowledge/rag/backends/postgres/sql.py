@@ -7,6 +7,7 @@ integers we produced (vector dimensions) and fixed fragments.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,32 @@ NET_POSTINGS_PER_TERM = 100
 # The fast path's best this many times the page's depth are completed with the terms whose
 # postings were cut (see keyword_leg_sql): SciFact's test split lost 0.003 nDCG@10 to the cut.
 RESCORE_FACTOR = 3
+# The backend's default floor for the ANN path's candidates (``PostgresBackend(ef_search=)``), below ANN_MIN.
 HNSW_EF_SEARCH = 100
+# pgvector caps hnsw.ef_search here; past it the iterative scan (relaxed_order) supplies the rest of a
+# larger candidate list, up to hnsw.max_scan_tuples (20,000 by default) entries visited.
+EF_SEARCH_MAX = 1000
+
+# Where pgvector is installed a chunk's vector lives in ``embedding_half`` (halfvec, 2 bytes a dimension:
+# 776 bytes at 384 against 3,096 for the float8[]), moved there from ``embedding`` by a trigger on every
+# write (migration 0022), and the HNSW index holds its sign bits only (``binary_quantize``, 48 bytes at 384):
+# the index finds candidates by Hamming distance and the statement re-ranks them by the halfvec's cosine.
+# Without pgvector the vector stays in ``embedding`` (float8[]) and search is exact in plain SQL.
+HALF_COLUMN = "embedding_half"
+
+# Candidates the bit index hands to the cosine re-rank (``ann_candidates``). Binary codes order a
+# neighbourhood coarsely, so the list must be far longer than the page and grow with the tenant:
+# at 100,000 chunks recall@10 was 0.954 with 400 candidates and 0.977 with 800 (bench/hnsw_recall.py).
+# Provisional constants: the recall curve at 1,000,000 (SciFact train claims) will set them.
+ANN_MIN = 400
+ANN_PER_SQRT = 2.5
+ANN_MAX = 4000
+
+
+def ann_candidates(tenant_chunks: int) -> int:
+    """How many candidates the bit index returns for a tenant of ``tenant_chunks`` chunks:
+    ``ANN_PER_SQRT * sqrt(n)`` within ``[ANN_MIN, ANN_MAX]`` (the caller raises it to the page's depth)."""
+    return min(ANN_MAX, max(ANN_MIN, math.ceil(ANN_PER_SQRT * math.sqrt(max(0, tenant_chunks)))))
 
 
 def hnsw_index_name(dimension: int) -> str:
@@ -34,12 +60,32 @@ def hnsw_index_name(dimension: int) -> str:
 
 
 def create_hnsw_index_sql(dimension: int) -> str:
-    """The ANN index for one dimension: only indexed chunks (the backlog is searched exactly)."""
+    """The ANN index for one dimension: the sign bits of indexed chunks' halfvecs (the backlog is searched exactly)."""
     d = int(dimension)
     return (
         f"CREATE INDEX IF NOT EXISTS {hnsw_index_name(d)} ON knowledge_chunk "
-        f"USING hnsw ((embedding::vector({d})) vector_cosine_ops) WHERE indexed AND array_length(embedding, 1) = {d}"
+        f"USING hnsw ((binary_quantize({HALF_COLUMN})::bit({d})) bit_hamming_ops) "
+        f"WHERE indexed AND vector_dims({HALF_COLUMN}) = {d}"
     )
+
+
+def has_vector_sql(pgvector: bool, alias: str = "c") -> str:
+    """A chunk holds a vector: where pgvector is installed the trigger keeps ``embedding`` NULL."""
+    if pgvector:
+        return f"({alias}.{HALF_COLUMN} IS NOT NULL OR {alias}.embedding IS NOT NULL)"
+    return f"{alias}.embedding IS NOT NULL"
+
+
+def stored_vector_sql(pgvector: bool, alias: str = "c") -> str:
+    """A chunk's vector read back as float8[] (NULL without one)."""
+    if pgvector:
+        return f"coalesce({alias}.{HALF_COLUMN}::real[]::float8[], {alias}.embedding)"
+    return f"{alias}.embedding"
+
+
+def _cosine_sql(d: int) -> str:
+    """Cosine similarity of the chunk's halfvec of ``d`` dimensions to the query (``%(vec_text)s``)."""
+    return f"1 - ((c.{HALF_COLUMN}::halfvec({d})) <=> %(vec_text)s::halfvec({d}))"
 
 
 def drop_hnsw_index_sql(dimension: int) -> str:
@@ -253,35 +299,46 @@ kw AS (
 def semantic_leg_sql(where: str, depth_param: str, dimension: int | None, *, exact: bool = False) -> str:
     """Top chunks by cosine similarity (vectors are unit length, so a dot product).
 
-    With ``dimension`` (pgvector present), the ORDER BY matches the HNSW index
-    expression; ``exact`` adds ``+ 0`` so it no longer does, and the planner
-    scans the (filtered) rows exactly. Without pgvector: exact plain SQL.
+    With ``dimension`` (pgvector present): the bit index's candidates re-ranked by the halfvec's
+    cosine (``ann_candidates``), or with ``exact`` the cosine of every (filtered) row of the tenant.
+    Without pgvector: exact plain SQL over the float8[] column.
     """
     if dimension is not None:
         d = int(dimension)
         # On the ANN path the tenant test is written so no b-tree can serve it: with stale
         # statistics the planner otherwise scans the tenant's rows and sorts them all (100x slower).
         tenant = "c.tenant_id" if exact else "(c.tenant_id + 0)"
-        leg = f"""
-    SELECT c.id, 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) AS sim
-    FROM knowledge_chunk c
-    WHERE {tenant} = %(tenant)s AND c.embedding_model = %(model)s AND array_length(c.embedding, 1) = {d} {where}"""
-        order = f"ORDER BY ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d}))"
+        filters = f"c.embedding_model = %(model)s AND vector_dims(c.{HALF_COLUMN}) = {d} {where}"
         if exact:
+            # No index serves the halfvec's cosine: the planner scans the (filtered) rows exactly.
             return f"""
-sem AS ({leg}
-    {order} + 0, c.id
+sem AS (
+    SELECT c.id, {_cosine_sql(d)} AS sim
+    FROM knowledge_chunk c
+    WHERE c.tenant_id = %(tenant)s AND {filters}
+    ORDER BY sim DESC, c.id
     LIMIT %({depth_param})s
 )"""
-        # The HNSW index holds indexed chunks only (its predicate says so, and the
-        # query must repeat it for the planner to use it); the backlog is ranked exactly.
+        # The HNSW index holds indexed chunks' sign bits only (its predicate says so, and the query
+        # must repeat it for the planner to use it): it returns %(candidates)s chunks by Hamming distance,
+        # which the halfvec's cosine re-ranks. The backlog is ranked exactly.
         return f"""
-sem_ann AS ({leg} AND c.indexed
-    {order}, c.id
+sem_ann AS (
+    SELECT id, sim FROM (
+        SELECT c.id, {_cosine_sql(d)} AS sim
+        FROM knowledge_chunk c
+        WHERE {tenant} = %(tenant)s AND {filters} AND c.indexed
+        ORDER BY binary_quantize(c.{HALF_COLUMN})::bit({d}) <~> binary_quantize(%(vec_text)s::halfvec({d}))::bit({d})
+        LIMIT %(candidates)s
+    ) candidates
+    ORDER BY sim DESC, id
     LIMIT %({depth_param})s
 ),
-sem_backlog AS ({leg.replace(tenant, "c.tenant_id")} AND NOT c.indexed
-    {order}, c.id
+sem_backlog AS (
+    SELECT c.id, {_cosine_sql(d)} AS sim
+    FROM knowledge_chunk c
+    WHERE c.tenant_id = %(tenant)s AND {filters} AND NOT c.indexed
+    ORDER BY sim DESC, c.id
     LIMIT %({depth_param})s
 ),
 sem AS (
@@ -452,10 +509,7 @@ def _sim_expr(dimension: int | None) -> str:
     """Cosine similarity of a keyword-only hit, so every hybrid hit carries semantic_similarity."""
     if dimension is not None:
         d = int(dimension)
-        return (
-            f"CASE WHEN array_length(c.embedding, 1) = {d} AND c.embedding_model = %(model)s "
-            f"THEN 1 - ((c.embedding::vector({d})) <=> %(vec_text)s::vector({d})) END"
-        )
+        return f"CASE WHEN vector_dims(c.{HALF_COLUMN}) = {d} AND c.embedding_model = %(model)s THEN {_cosine_sql(d)} END"
     return (
         "CASE WHEN array_length(c.embedding, 1) = %(dim)s AND c.embedding_model = %(model)s "
         "THEN (SELECT sum(a * b) FROM unnest(c.embedding, %(vec)s::float8[]) AS t(a, b)) END"
