@@ -311,8 +311,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--noise", type=float, default=None, help="per-dimension sigma of the perturbation (peers 0.04, windows 0.02)")
-    parser.add_argument("--ef-search", default="", help="extra PostgresBackend ef_search values (the ANN path's fewest candidates, and hnsw.ef_search "
-                        "when above sql.ann_candidates) to report semantic recall@10 and latency for")
+    parser.add_argument("--ef-search", default="", help="fixed hnsw.ef_search values (PostgresBackend(ef_search=); by default it grows with "
+                        "the tenant: sql.hnsw_ef_search) to report semantic recall@10 and latency for")
     parser.add_argument("--backlog", type=int, default=0, help="then store this many more chunks un-indexed and measure again")
     parser.add_argument("--graph", action="store_true", help="also time hybrid search with the graph leg")
     parser.add_argument("--ingest", choices=("service", "restore"), default="service",

@@ -25,7 +25,6 @@ invalid ``<name>_ccnew`` index that would slow every write: the next rebuild dro
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -49,10 +48,10 @@ _HNSW = re.compile(r"^chunk_embedding_hnsw_(\d+)$")
 _FIXED = {"chunk_search_vector_gin": "knowledge_chunk", "posting_term_impact": "knowledge_posting"}
 _PAGE = 8192
 # pgvector's HNSW (m = 16) stores per chunk an element tuple (the value, plus its header and heap
-# pointers) and its neighbours; pages are filled whole. The value is the sign bits of the chunk's halfvec
-# (``binary_quantize(embedding_half)::bit(d)``, migration 0022): a varbit of d / 8 bytes and an 8-byte header.
-# Measured on pgvector 0.8.6: a fresh bit index of SciFact's 5,748 384-dimension chunks is 2.0 MB, 351 bytes
-# a row; this estimate gives 356 (23 rows a page).
+# pointers) and its neighbours; pages are filled whole. The value is the chunk's halfvec (migration 0022):
+# 2 bytes a dimension and an 8-byte header. Measured on pgvector 0.8.6 at 100,000 384-dimension vectors
+# (bench/hnsw_recall.py): 1,170 bytes a row over halfvec, 2,048 over vector (4 bytes a dimension) and 349
+# over the sign bits; this overhead gives each of the three (7, 4 and 23 rows a page).
 _HNSW_TUPLE_OVERHEAD = 290
 
 # Bytes per live row of the fixed indexes when they have not churned, with a 1.5x margin so that an
@@ -97,7 +96,7 @@ def rebuild_min_bytes() -> int:
 
 
 def _hnsw_fresh_bytes(dimension: int) -> float:
-    per_page = max(1, (_PAGE - 24) // (math.ceil(dimension / 8) + 8 + _HNSW_TUPLE_OVERHEAD))
+    per_page = max(1, (_PAGE - 24) // (2 * dimension + 8 + _HNSW_TUPLE_OVERHEAD))
     return _PAGE / per_page
 
 

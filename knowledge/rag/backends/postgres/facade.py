@@ -51,7 +51,7 @@ class PostgresBackend:
     supports_readers = True
 
     def __init__(
-        self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int = q.HNSW_EF_SEARCH,
+        self, using: str = "default", *, hybrid_depth: int = q.HYBRID_DEPTH, ef_search: int | None = None,
         postings_per_term: int = q.POSTINGS_PER_TERM, k1: float = BM25_K1, b: float = BM25_B,
         inline_index_max_chunks: int = INLINE_INDEX_MAX_CHUNKS,
         graph: Mapping[str, Any] | None = None, graph_llm_model: str | None = None, extract_graph: bool = True,
@@ -69,8 +69,8 @@ class PostgresBackend:
         (None: offline only; ``Stored.extracted`` tells the caller when the LLM pass may have work). ``extract_graph=False``: chunks get no graph (removals still
         take theirs out, so nothing names a chunk that is gone); ``bench/ingest.py`` measures with it.
 
-        ``ef_search``: the fewest candidates the ANN path takes from the bit index and re-ranks by cosine
-        (``sql.ann_candidates`` gives more to a larger tenant; ``hnsw.ef_search`` is set to their number).
+        ``ef_search``: the HNSW walk's list (``hnsw.ef_search``) on the ANN path; None (the default) widens
+        it with the tenant's size (``sql.hnsw_ef_search``). Never below twice the rows a search wants.
 
         ``exact_max_chunks``: a tenant with at most this many chunks gets exact cosine ranking (0: never,
         every tenant uses HNSW where pgvector is installed). Without pgvector every search is exact anyway.

@@ -4,9 +4,9 @@ One round trip per search (both legs and their fusion in one statement, the HNSW
 with it), a second only when the fast plan came back short. A tenant of at most the
 backend's ``exact_max_chunks`` chunks is ranked by exact cosine over its own rows (found through
 its b-tree, no ANN), so its results never depend on the shared HNSW index's state, which other
-tenants' churn degrades. Above it, with pgvector, the HNSW index over the sign bits of the chunks'
-halfvecs (``binary_quantize(embedding_half)::bit(d)``) returns ``sql.ann_candidates`` candidates (more
-in a larger tenant) with iterative scans, re-ranked by the halfvec's cosine; a page that comes back short after filtering is
+tenants' churn degrades. Above it, with pgvector, semantic ordering uses the HNSW index over the
+chunks' halfvecs (``embedding_half::halfvec(d)``) with iterative scans, its list (``hnsw.ef_search``)
+wider in a larger tenant (``sql.hnsw_ef_search``); a page that comes back short after filtering is
 recomputed exactly, so filters never cost results. Until a chunk is indexed, search scores it
 exactly (BM25 from its tsvector, cosine from its vector) and merges it into the same ranking.
 """
@@ -43,7 +43,7 @@ def search(backend: PostgresBackend, query: RAGQuery, tenant_id: int) -> list[RA
     # index (everyone's chunks share "*"), and a reader who may read little is caught by the short-page check.
     selective = bool(query.filters) or bool(parsed.phrases or parsed.negated)
     ranked = dim is not None and query.mode is not SearchMode.KEYWORD
-    # The tenant's size decides both exact-or-ANN and, on the ANN path, how many candidates the index returns.
+    # The tenant's size decides both exact-or-ANN and, on the ANN path, how wide the HNSW walk's list is.
     chunks = _tenant_chunks(backend, query, tenant_id) if ranked else 0
     small = ranked and (
         (backend.exact_max_chunks > 0 and chunks <= backend.exact_max_chunks)
@@ -137,7 +137,7 @@ def _postings_per_term(backend: PostgresBackend, query: RAGQuery) -> int:
 def _run(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenant_id: int, *, exact_keyword: bool = False,
          exact_semantic: bool = False, tenant_chunks: int = 0) -> list[dict[str, Any]]:
     """The rows of one search statement; the HNSW path's settings travel with it, in the same round trip.
-    ``tenant_chunks`` (the tenant's size) sets the ANN path's candidates (``sql.ann_candidates``)."""
+    ``tenant_chunks`` (the tenant's size) sets the ANN path's ``hnsw.ef_search`` (``sql.hnsw_ef_search``)."""
     dim = dimension(backend, query)
     params: dict[str, Any] = {
         "tenant": tenant_id, "limit": query.limit, "depth": max(backend.hybrid_depth, query.limit),
@@ -158,28 +158,34 @@ def _run(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenan
         statement = q.hybrid_search_sql(clauses, dim, query.rerank, exact_keyword=exact_keyword, exact_semantic=exact_semantic,
                                         fusion=query.fusion.value)
     ann = dim is not None and not exact_semantic
+    settings = []
+    if query.mode is not SearchMode.SEMANTIC:
+        # The keyword leg's hash aggregate over a million chunks' postings (7 terms, 6,671 candidates)
+        # spilled 672 kB to disk at the default work_mem of 4MB; local to this search, like the HNSW settings.
+        settings.append("set_config('work_mem', %(work_mem)s, true)")
+        params["work_mem"] = q.SEARCH_WORK_MEM
     if ann:
-        # The bit index's candidates, re-ranked by cosine: never fewer than the rows wanted (nor than the
-        # backend's ef_search). ef_search bounds what one index scan returns; past pgvector's cap of 1,000
-        # the iterative scan (relaxed_order) goes on until the LIMIT is met.
+        # The walk's list grows with the tenant (recall falls otherwise: sql.hnsw_ef_search) unless the backend
+        # fixes it, and must be well above the rows wanted (limit 100 at ef 100: -0.005 nDCG).
         wanted = params["depth"] if query.mode is SearchMode.HYBRID else query.limit
-        candidates = max(q.ann_candidates(tenant_chunks), wanted, backend.ef_search)
-        params["candidates"] = candidates
-        params["ef_search"] = str(min(q.EF_SEARCH_MAX, candidates))
+        ef = backend.ef_search if backend.ef_search is not None else q.hnsw_ef_search(tenant_chunks)
+        params["ef_search"] = str(min(q.EF_SEARCH_MAX, max(ef, 2 * wanted)))
+        settings.append(_HNSW_SETTINGS)
+    if settings:
         # One round trip: Django's client-side binding cursor sends these statements as one query, which
         # PostgreSQL runs as one transaction (outside an atomic block too), so the settings, local to
         # it, reach the search and end with it.
-        statement = f"{_HNSW_SETTINGS}; {statement}"
+        statement = f"SELECT {', '.join(settings)}; {statement}"
     with connections[backend.using].cursor() as cursor:
         cursor.execute(statement, params)
-        if ann:
+        if settings:
             cursor.nextset()  # past the settings' row to the search's rows
         names = [col.name for col in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
 _CHUNK_KEYS = ("chunk_id", "external_id", "text", "title", "uri", "metadata", "start_char", "end_char")  # sql.CHUNK_COLUMNS' names
-_HNSW_SETTINGS = "SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+_HNSW_SETTINGS = "set_config('hnsw.ef_search', %(ef_search)s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 
 
 def _hit(query: RAGQuery, row: dict[str, Any]) -> RAGHit:

@@ -27,32 +27,32 @@ NET_POSTINGS_PER_TERM = 100
 # The fast path's best this many times the page's depth are completed with the terms whose
 # postings were cut (see keyword_leg_sql): SciFact's test split lost 0.003 nDCG@10 to the cut.
 RESCORE_FACTOR = 3
-# The backend's default floor for the ANN path's candidates (``PostgresBackend(ef_search=)``), below ANN_MIN.
+# The fewest entries the HNSW walk keeps (``hnsw.ef_search``) in any tenant: at 100,000 chunks it gave
+# recall@10 0.98 (bench/hnsw_recall.py, SciFact's train claims). ``PostgresBackend(ef_search=)`` fixes it instead.
 HNSW_EF_SEARCH = 100
-# pgvector caps hnsw.ef_search here; past it the iterative scan (relaxed_order) supplies the rest of a
-# larger candidate list, up to hnsw.max_scan_tuples (20,000 by default) entries visited.
+# work_mem for a search with a keyword leg (set for its transaction only): enough for the candidates' hash
+# aggregate at 1,000 postings a term (``POSTINGS_PER_TERM``) and a long query, so it never spills to disk.
+SEARCH_WORK_MEM = "16MB"
+# pgvector caps hnsw.ef_search here.
 EF_SEARCH_MAX = 1000
+# The walk must widen as the tenant grows, or recall falls: at 1,000,000 chunks ef_search 100 gave 0.78,
+# 400 0.92, 600 0.958, 800 0.975 (bench/hnsw_recall.py --n 1000000 --types halfvec --claims train).
+# 0.7 * sqrt(n) is 222 at 100,000 (0.995) and 700 at 1,000,000 (between 0.958 and 0.975), for p95 19-29 ms there.
+EF_SEARCH_PER_SQRT = 0.7
 
 # Where pgvector is installed a chunk's vector lives in ``embedding_half`` (halfvec, 2 bytes a dimension:
 # 776 bytes at 384 against 3,096 for the float8[]), moved there from ``embedding`` by a trigger on every
-# write (migration 0022), and the HNSW index holds its sign bits only (``binary_quantize``, 48 bytes at 384):
-# the index finds candidates by Hamming distance and the statement re-ranks them by the halfvec's cosine.
+# write (migration 0022), and the HNSW index is over the halfvec (about 1,170 bytes an entry at 384,
+# against 2,048 over ``::vector``): recall within 0.006 of the float4 index at the same ef_search.
 # Without pgvector the vector stays in ``embedding`` (float8[]) and search is exact in plain SQL.
 HALF_COLUMN = "embedding_half"
 
-# Candidates the bit index hands to the cosine re-rank (``ann_candidates``). Binary codes order a
-# neighbourhood coarsely, so the list must be far longer than the page and grow with the tenant:
-# at 100,000 chunks recall@10 was 0.954 with 400 candidates and 0.977 with 800 (bench/hnsw_recall.py).
-# Provisional constants: the recall curve at 1,000,000 (SciFact train claims) will set them.
-ANN_MIN = 400
-ANN_PER_SQRT = 2.5
-ANN_MAX = 4000
 
-
-def ann_candidates(tenant_chunks: int) -> int:
-    """How many candidates the bit index returns for a tenant of ``tenant_chunks`` chunks:
-    ``ANN_PER_SQRT * sqrt(n)`` within ``[ANN_MIN, ANN_MAX]`` (the caller raises it to the page's depth)."""
-    return min(ANN_MAX, max(ANN_MIN, math.ceil(ANN_PER_SQRT * math.sqrt(max(0, tenant_chunks)))))
+def hnsw_ef_search(tenant_chunks: int) -> int:
+    """The HNSW walk's list (``hnsw.ef_search``) for a tenant of ``tenant_chunks`` chunks:
+    ``EF_SEARCH_PER_SQRT * sqrt(n)`` within ``[HNSW_EF_SEARCH, EF_SEARCH_MAX]`` (the caller raises it
+    to twice the page's depth)."""
+    return min(EF_SEARCH_MAX, max(HNSW_EF_SEARCH, math.ceil(EF_SEARCH_PER_SQRT * math.sqrt(max(0, tenant_chunks)))))
 
 
 def hnsw_index_name(dimension: int) -> str:
@@ -60,11 +60,11 @@ def hnsw_index_name(dimension: int) -> str:
 
 
 def create_hnsw_index_sql(dimension: int) -> str:
-    """The ANN index for one dimension: the sign bits of indexed chunks' halfvecs (the backlog is searched exactly)."""
+    """The ANN index for one dimension: indexed chunks' halfvecs (the backlog is searched exactly)."""
     d = int(dimension)
     return (
         f"CREATE INDEX IF NOT EXISTS {hnsw_index_name(d)} ON knowledge_chunk "
-        f"USING hnsw ((binary_quantize({HALF_COLUMN})::bit({d})) bit_hamming_ops) "
+        f"USING hnsw (({HALF_COLUMN}::halfvec({d})) halfvec_cosine_ops) "
         f"WHERE indexed AND vector_dims({HALF_COLUMN}) = {d}"
     )
 
@@ -299,8 +299,8 @@ kw AS (
 def semantic_leg_sql(where: str, depth_param: str, dimension: int | None, *, exact: bool = False) -> str:
     """Top chunks by cosine similarity (vectors are unit length, so a dot product).
 
-    With ``dimension`` (pgvector present): the bit index's candidates re-ranked by the halfvec's
-    cosine (``ann_candidates``), or with ``exact`` the cosine of every (filtered) row of the tenant.
+    With ``dimension`` (pgvector present): the HNSW index's nearest halfvecs by cosine, or with
+    ``exact`` the cosine of every (filtered) row of the tenant (``+ 0`` keeps the index out of it).
     Without pgvector: exact plain SQL over the float8[] column.
     """
     if dimension is not None:
@@ -309,29 +309,24 @@ def semantic_leg_sql(where: str, depth_param: str, dimension: int | None, *, exa
         # statistics the planner otherwise scans the tenant's rows and sorts them all (100x slower).
         tenant = "c.tenant_id" if exact else "(c.tenant_id + 0)"
         filters = f"c.embedding_model = %(model)s AND vector_dims(c.{HALF_COLUMN}) = {d} {where}"
+        order = f"ORDER BY ((c.{HALF_COLUMN}::halfvec({d})) <=> %(vec_text)s::halfvec({d}))"
         if exact:
-            # No index serves the halfvec's cosine: the planner scans the (filtered) rows exactly.
             return f"""
 sem AS (
     SELECT c.id, {_cosine_sql(d)} AS sim
     FROM knowledge_chunk c
     WHERE c.tenant_id = %(tenant)s AND {filters}
-    ORDER BY sim DESC, c.id
+    {order} + 0, c.id
     LIMIT %({depth_param})s
 )"""
-        # The HNSW index holds indexed chunks' sign bits only (its predicate says so, and the query
-        # must repeat it for the planner to use it): it returns %(candidates)s chunks by Hamming distance,
-        # which the halfvec's cosine re-ranks. The backlog is ranked exactly.
+        # The HNSW index holds indexed chunks only (its predicate says so, and the query must repeat
+        # it for the planner to use it); the backlog is ranked exactly.
         return f"""
 sem_ann AS (
-    SELECT id, sim FROM (
-        SELECT c.id, {_cosine_sql(d)} AS sim
-        FROM knowledge_chunk c
-        WHERE {tenant} = %(tenant)s AND {filters} AND c.indexed
-        ORDER BY binary_quantize(c.{HALF_COLUMN})::bit({d}) <~> binary_quantize(%(vec_text)s::halfvec({d}))::bit({d})
-        LIMIT %(candidates)s
-    ) candidates
-    ORDER BY sim DESC, id
+    SELECT c.id, {_cosine_sql(d)} AS sim
+    FROM knowledge_chunk c
+    WHERE {tenant} = %(tenant)s AND {filters} AND c.indexed
+    {order}, c.id
     LIMIT %({depth_param})s
 ),
 sem_backlog AS (
