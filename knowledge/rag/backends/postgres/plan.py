@@ -160,8 +160,8 @@ def _run(backend: PostgresBackend, query: RAGQuery, parsed: q.ParsedQuery, tenan
     ann = dim is not None and not exact_semantic
     settings = []
     if query.mode is not SearchMode.SEMANTIC:
-        # The keyword leg's hash aggregate over a million chunks' postings (7 terms, 6,671 candidates)
-        # spilled 672 kB to disk at the default work_mem of 4MB; local to this search, like the HNSW settings.
+        # The keyword leg's hash aggregate over a million chunks' postings spilled to disk at the default
+        # work_mem (sql.SEARCH_WORK_MEM); local to this search, like the HNSW settings.
         settings.append("set_config('work_mem', %(work_mem)s, true)")
         params["work_mem"] = q.SEARCH_WORK_MEM
     if ann:

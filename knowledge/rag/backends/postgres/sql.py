@@ -30,9 +30,11 @@ RESCORE_FACTOR = 3
 # The fewest entries the HNSW walk keeps (``hnsw.ef_search``) in any tenant: at 100,000 chunks it gave
 # recall@10 0.98 (bench/hnsw_recall.py, SciFact's train claims). ``PostgresBackend(ef_search=)`` fixes it instead.
 HNSW_EF_SEARCH = 100
-# work_mem for a search with a keyword leg (set for its transaction only): enough for the candidates' hash
-# aggregate at 1,000 postings a term (``POSTINGS_PER_TERM``) and a long query, so it never spills to disk.
-SEARCH_WORK_MEM = "16MB"
+# work_mem for a search with a keyword leg (set for its transaction only), a cap rather than an allocation:
+# the candidates' hash aggregate at 1,000 postings a term (7 terms, 6,671 chunks, a million-chunk tenant)
+# spilled 664 kB to disk at 4MB and still 240 kB at 16MB (the aggregate's spill partitions take their
+# share), none at 64MB (EXPLAIN ANALYZE, claim 3 of bench/search_latency.py); it uses about 1.5 MB.
+SEARCH_WORK_MEM = "64MB"
 # pgvector caps hnsw.ef_search here.
 EF_SEARCH_MAX = 1000
 # The walk must widen as the tenant grows, or recall falls: at 1,000,000 chunks ef_search 100 gave 0.78,
